@@ -1,0 +1,39 @@
+# Every target sets up what it needs: a fresh machine needs only python3 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint types pytest demo worker bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: lint types pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run_all
+
+demo: $(STAMP)
+	@echo "make demo arrives with the fleet simulator (issue: Fleet simulator and the one-command demo)." >&2
+	@echo "Until then: see README.md for running a worker against a local Temporal dev server." >&2
+	@exit 2
+
+worker: $(STAMP)
+	$(BIN)/python worker.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

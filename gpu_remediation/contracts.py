@@ -1,0 +1,234 @@
+"""Activity contracts: one ``<Verb>Input`` per activity and its result model.
+
+Workflows call activities by the names in ``gpu_remediation.ids.Activities``
+with these models; implementations (Kubernetes, AWS, test doubles) register
+under the same names. Every input carries what the activity needs to be
+idempotent (an incident id, the boot id seen before a reboot, ...).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from gpu_remediation.ids import is_valid_node_name
+from gpu_remediation.models import Evidence, FaultClass, GpuIndex, Model, Rung
+
+QUARANTINE_TAINT_KEY = "gpu-remediation.io/quarantine"
+
+
+class NodeInput(Model):
+    """Base of every activity input that names a node."""
+
+    node: str
+    incident_id: str = Field(min_length=1, max_length=512)
+
+    @field_validator("node")
+    @classmethod
+    def _node_name(cls, value: str) -> str:
+        if not is_valid_node_name(value):
+            raise ValueError(f"invalid node name {value!r}")
+        return value
+
+
+class NodeConditionState(Model):
+    """One node condition as read from the API."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+
+
+class ReadNodeHealthInput(NodeInput):
+    """Read the node's health as Kubernetes sees it."""
+
+
+class NodeHealth(Model):
+    """A node's state relevant to remediation."""
+
+    exists: bool
+    ready: bool = False
+    boot_id: str = ""
+    provider_id: str = ""
+    node_pool: str | None = None
+    unschedulable: bool = False
+    conditions: list[NodeConditionState] = Field(default_factory=list)
+
+
+class QuarantineNodeInput(NodeInput):
+    """Cordon the node and add the NoSchedule quarantine taint."""
+
+    taint_key: str = QUARANTINE_TAINT_KEY
+
+
+class QuarantineResult(Model):
+    """What quarantine changed, so release undoes only that."""
+
+    was_already_cordoned: bool
+    taint_added: bool
+
+
+class ReleaseNodeInput(NodeInput):
+    """Remove the quarantine taint and, unless told otherwise, uncordon."""
+
+    taint_key: str = QUARANTINE_TAINT_KEY
+    uncordon: bool = True
+
+
+class ReleaseResult(Model):
+    """What release changed."""
+
+    taint_removed: bool
+    uncordoned: bool
+
+
+class DrainGpuPodsInput(NodeInput):
+    """Evict the GPU pods on the node (PDB-aware, bounded)."""
+
+    timeout_s: float = Field(gt=0)
+
+
+class DrainResult(Model):
+    """Pods evicted (by UID) and pods left when the drain gave up."""
+
+    evicted_uids: list[str] = Field(default_factory=list)
+    remaining: list[str] = Field(default_factory=list)
+
+
+class ResetGpusInput(NodeInput):
+    """Reset the named GPUs (all GPUs when empty)."""
+
+    gpu_indices: list[GpuIndex] = Field(default_factory=list)
+
+
+ResetStatus = Literal["ok", "not_supported", "fallen_off_bus", "failed"]
+
+
+class ResetGpusResult(Model):
+    """Typed outcome of a GPU reset; anything but ``ok`` climbs the ladder."""
+
+    status: ResetStatus
+    detail: str = ""
+    command_id: str = ""
+
+
+class RebootNodeInput(NodeInput):
+    """Reboot the host out of band and wait until it is back and Ready."""
+
+    boot_id_before: str = Field(description="A changed boot id means the reboot happened.")
+    timeout_s: float = Field(gt=0)
+
+
+class RebootResult(Model):
+    """Confirmation of a reboot."""
+
+    boot_id_after: str
+    rebooted_by_this_call: bool
+
+
+class RunDiagnosticInput(NodeInput):
+    """Run the DCGM diagnostic at ``level`` plus a health recheck."""
+
+    level: int = Field(ge=1, le=4)
+    gpu_indices: list[GpuIndex] = Field(default_factory=list)
+
+
+class DiagnosticResult(Model):
+    """Verdict of a diagnostic; failures come back as evidence."""
+
+    passed: bool
+    failures: list[Evidence] = Field(default_factory=list)
+    summary: str = ""
+
+
+class RecordStepInput(NodeInput):
+    """Record a step on the node (annotation + Node event)."""
+
+    rung: Rung | None = None
+    fault_class: FaultClass | None = None
+    message: str = Field(max_length=1024)
+    warning: bool = False
+
+
+class DeleteNodeClaimInput(NodeInput):
+    """Delete the node's Karpenter NodeClaim (found by provider id)."""
+
+    provider_id: str
+
+
+class DeleteNodeClaimResult(Model):
+    """Which NodeClaim was deleted, or that it was already gone."""
+
+    node_claim: str | None
+    already_gone: bool
+
+
+class WaitForReplacementInput(NodeInput):
+    """Wait until the old node is gone and new capacity in the pool is Ready."""
+
+    node_pool: str | None
+    timeout_s: float = Field(gt=0)
+    known_nodes: list[str] = Field(
+        default_factory=list, description="Pool nodes before deletion; a new one is not here."
+    )
+
+
+class ReplacementResult(Model):
+    """The node that replaced the old one, if one could be identified."""
+
+    old_node_gone: bool
+    new_node: str | None
+
+
+class CheckBreakerInput(Model):
+    """Measure a node pool's unhealthy fraction against its threshold."""
+
+    node_pool: str | None
+    max_unhealthy_fraction: float = Field(gt=0, le=1)
+    min_unhealthy_nodes: int = Field(ge=1)
+
+
+class BreakerState(Model):
+    """A pool's health measured from live data."""
+
+    node_pool: str | None
+    total: int = Field(ge=0)
+    unhealthy: int = Field(ge=0)
+    open: bool
+    reason: str = ""
+
+    @property
+    def fraction(self) -> float:
+        """Unhealthy fraction of the pool."""
+        return self.unhealthy / self.total if self.total else 0.0
+
+
+class EscalateInput(NodeInput):
+    """Hand the incident to a human (ticket, notification, node annotation)."""
+
+    fault_class: FaultClass
+    reason: str = Field(max_length=2048)
+    summary: str = Field(default="", max_length=8192)
+
+
+class EscalationResult(Model):
+    """Where the human can pick it up."""
+
+    reference: str
+
+
+class NotifyWorkloadOwnerInput(NodeInput):
+    """Tell the owners of the GPU pods that their application faulted."""
+
+    fault_class: FaultClass
+    message: str = Field(max_length=2048)
+
+
+class EnsureSemaphoreInput(Model):
+    """Start the replacement semaphore if it is not running."""
+
+    capacity: int = Field(ge=1)

@@ -1,0 +1,107 @@
+"""Identifiers shared by workflows, activities, workers and clients.
+
+Workflow ids, task queues, activity names and search-attribute keys live here
+so that every starter (CLI, watcher, receiver, tests) and every worker agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+from temporalio.common import SearchAttributeKey
+
+TASK_QUEUE = "gpu-remediation"
+
+SEMAPHORE_WORKFLOW_ID = "gpu-remediation/replacement-semaphore"
+
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,98}[A-Za-z0-9])?$")
+
+
+def is_valid_node_name(name: str) -> bool:
+    """Return whether ``name`` is a valid Kubernetes node name (RFC 1123 subdomain)."""
+    return bool(_NODE_NAME.fullmatch(name)) and all(
+        part and len(part) <= 63 for part in name.split(".")
+    )
+
+
+def node_workflow_id(cluster: str, node: str) -> str:
+    """Return the id of the one remediation workflow a node may have.
+
+    Args:
+        cluster: Cluster name, so several clusters can share one namespace.
+        node: Kubernetes node name.
+
+    Raises:
+        ValueError: If either name is not valid.
+    """
+    if not _CLUSTER_NAME.fullmatch(cluster):
+        raise ValueError(f"invalid cluster name {cluster!r}")
+    if not is_valid_node_name(node):
+        raise ValueError(f"invalid node name {node!r}")
+    return f"gpu-remediation/{cluster}/{node}"
+
+
+def guard_workflow_id(holder_workflow_id: str, request_id: str) -> str:
+    """Return the id of the guard child that releases a holder's permit."""
+    return f"{holder_workflow_id}/permit-guard/{request_id}"
+
+
+class Activities:
+    """Activity names: the contract between workflows and activity implementations."""
+
+    READ_NODE_HEALTH = "read_node_health"
+    QUARANTINE_NODE = "quarantine_node"
+    RELEASE_NODE = "release_node"
+    DRAIN_GPU_PODS = "drain_gpu_pods"
+    RESET_GPUS = "reset_gpus"
+    REBOOT_NODE = "reboot_node"
+    RUN_DIAGNOSTIC = "run_diagnostic"
+    RECORD_STEP = "record_step"
+    DELETE_NODE_CLAIM = "delete_node_claim"
+    WAIT_FOR_REPLACEMENT = "wait_for_replacement"
+    CHECK_BREAKER = "check_breaker"
+    ESCALATE = "escalate"
+    NOTIFY_WORKLOAD_OWNER = "notify_workload_owner"
+    ENSURE_SEMAPHORE = "ensure_semaphore"
+
+
+class Signals:
+    """Signal names on the node workflow and the semaphore."""
+
+    EVIDENCE = "add_evidence"
+    PAUSE = "pause"
+    RESUME = "resume"
+    PERMIT_GRANTED = "permit_granted"
+    REQUEST_PERMIT = "request_permit"
+    RELEASE_PERMIT = "release_permit"
+
+
+class Updates:
+    """Update names (validated operator requests)."""
+
+    APPROVE = "approve"
+    SKIP_TO = "skip_to"
+    RETRY_STEP = "retry_step"
+    ABORT = "abort"
+    SET_CAPACITY = "set_capacity"
+    FORCE_RELEASE = "force_release"
+
+
+class Queries:
+    """Query names."""
+
+    STATE = "state"
+
+
+# Typed search attributes: registered wherever a server is started (see
+# gpu_remediation.temporal_setup). An unregistered attribute makes the
+# workflow task retry forever, so every key must be listed in ALL.
+SA_NODE = SearchAttributeKey.for_keyword("GpuNode")
+SA_NODE_POOL = SearchAttributeKey.for_keyword("GpuNodePool")
+SA_FAULT_CLASS = SearchAttributeKey.for_keyword("GpuFaultClass")
+SA_RUNG = SearchAttributeKey.for_keyword("RemediationRung")
+SA_OUTCOME = SearchAttributeKey.for_keyword("RemediationOutcome")
+SA_CLUSTER = SearchAttributeKey.for_keyword("GpuCluster")
+
+ALL_SEARCH_ATTRIBUTES = (SA_NODE, SA_NODE_POOL, SA_FAULT_CLASS, SA_RUNG, SA_OUTCOME, SA_CLUSTER)

@@ -1,0 +1,180 @@
+"""Remediation policy: the ladder, its budgets and guards, as data.
+
+The policy is loaded from YAML (see ``gpu_remediation.policy_loader``) and
+travels inside each workflow's input, so every incident's history records
+the exact policy it ran under.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from gpu_remediation.models import FaultClass, Rung
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _parse_duration(value: Any) -> Any:
+    """Accept "30s", "10m", "2h", "7d" besides pydantic's own forms."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_parse_duration)]
+
+
+class PolicyModel(BaseModel):
+    """Base for policy sections: unknown keys are errors (typos must not pass)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RetrySpec(PolicyModel):
+    """Retry policy of one rung's activities."""
+
+    initial_interval: Duration = timedelta(seconds=5)
+    backoff: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_interval: Duration = timedelta(minutes=2)
+    max_attempts: int = Field(default=5, ge=1, le=100)
+
+
+class RungPolicy(PolicyModel):
+    """How one rung runs and how often it may run."""
+
+    enabled: bool = True
+    timeout: Duration = Field(default=timedelta(minutes=10), gt=timedelta(0))
+    retry: RetrySpec = RetrySpec()
+    max_attempts: int = Field(
+        default=2, ge=1, le=100, description="Attempts per node within `window`."
+    )
+    window: Duration = Field(default=timedelta(hours=24), gt=timedelta(0))
+    requires_approval: bool = False
+
+
+class FaultClassPolicy(PolicyModel):
+    """Where the ladder starts and stops for one fault class."""
+
+    start_rung: Rung | None = Field(description="None: do not touch the node (notify only).")
+    max_rung: Rung = Rung.ESCALATE
+    grace: Duration = timedelta(0)
+
+    @model_validator(mode="after")
+    def _start_below_max(self) -> FaultClassPolicy:
+        if self.start_rung is not None and self.start_rung.order > self.max_rung.order:
+            raise ValueError(f"start_rung {self.start_rung} is above max_rung {self.max_rung}")
+        return self
+
+
+class VerificationPolicy(PolicyModel):
+    """The diagnostic run after every corrective step."""
+
+    enabled: bool = True
+    diag_level: int = Field(default=2, ge=1, le=4)
+    timeout: Duration = Field(default=timedelta(minutes=20), gt=timedelta(0))
+
+
+class ReplacementPolicy(PolicyModel):
+    """Fleet-wide cap on concurrent replacements."""
+
+    max_concurrent: int = Field(default=2, ge=1, le=1000)
+    permit_wait_timeout: Duration = Field(default=timedelta(hours=6), gt=timedelta(0))
+    lease: Duration = Field(
+        default=timedelta(hours=2),
+        gt=timedelta(0),
+        description="A permit not released by then is reclaimed.",
+    )
+
+
+class BreakerPolicy(PolicyModel):
+    """Stops disruptive rungs when too much of a node pool looks unhealthy."""
+
+    max_unhealthy_fraction: float = Field(default=0.2, gt=0.0, le=1.0)
+    min_unhealthy_nodes: int = Field(
+        default=2,
+        ge=1,
+        description="The breaker never opens for fewer unhealthy nodes (small pools).",
+    )
+    per_pool: dict[str, float] = Field(
+        default_factory=dict, description="Pool name to its own max_unhealthy_fraction."
+    )
+
+    @model_validator(mode="after")
+    def _fractions(self) -> BreakerPolicy:
+        for pool, fraction in self.per_pool.items():
+            if not 0.0 < fraction <= 1.0:
+                raise ValueError(f"per_pool[{pool}] must be in (0, 1], got {fraction}")
+        return self
+
+    def threshold_for(self, pool: str | None) -> float:
+        """Return the unhealthy fraction above which ``pool``'s breaker opens."""
+        if pool is not None and pool in self.per_pool:
+            return self.per_pool[pool]
+        return self.max_unhealthy_fraction
+
+
+class RepeatOffenderPolicy(PolicyModel):
+    """Nodes with many recent incidents go straight to a stronger rung."""
+
+    enabled: bool = True
+    incidents: int = Field(default=3, ge=1, description="Incidents within `window`.")
+    window: Duration = Field(default=timedelta(days=7), gt=timedelta(0))
+    start_rung: Rung = Rung.REPLACE
+
+
+class OperatorPolicy(PolicyModel):
+    """How long the workflow waits for people."""
+
+    approval_timeout: Duration = Field(default=timedelta(hours=24), gt=timedelta(0))
+    escalation_hold: Duration = Field(
+        default=timedelta(days=3),
+        ge=timedelta(0),
+        description="After escalating, wait this long for an operator's retry/skip/abort.",
+    )
+
+
+def _default_rungs() -> dict[Rung, RungPolicy]:
+    return {rung: RungPolicy() for rung in Rung}
+
+
+class Policy(PolicyModel):
+    """The whole remediation policy."""
+
+    version: int = Field(default=1, ge=1, le=1)
+    dry_run: bool = False
+    cooldown: Duration = Field(
+        default=timedelta(minutes=30),
+        ge=timedelta(0),
+        description="After a repair the incident stays open this long; new evidence climbs.",
+    )
+    fault_classes: dict[FaultClass, FaultClassPolicy]
+    rungs: dict[Rung, RungPolicy] = Field(default_factory=_default_rungs)
+    verification: VerificationPolicy = VerificationPolicy()
+    replacement: ReplacementPolicy = ReplacementPolicy()
+    breaker: BreakerPolicy = BreakerPolicy()
+    repeat_offender: RepeatOffenderPolicy = RepeatOffenderPolicy()
+    operator: OperatorPolicy = OperatorPolicy()
+
+    @model_validator(mode="after")
+    def _complete(self) -> Policy:
+        missing = [fc.value for fc in FaultClass if fc not in self.fault_classes]
+        if missing:
+            raise ValueError(f"fault_classes is missing: {', '.join(missing)}")
+        filled = {rung: self.rungs.get(rung, RungPolicy()) for rung in Rung}
+        object.__setattr__(self, "rungs", filled)
+        return self
+
+    def rung(self, rung: Rung) -> RungPolicy:
+        """Return the policy of one rung."""
+        return self.rungs[rung]
+
+    def fault_class(self, fault_class: FaultClass) -> FaultClassPolicy:
+        """Return the policy of one fault class."""
+        return self.fault_classes[fault_class]

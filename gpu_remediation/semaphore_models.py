@@ -1,0 +1,99 @@
+"""Models of the replacement semaphore protocol.
+
+Holders ask for a permit by signal, get it by a signal pinned to their run id,
+and release it by signal (or through their guard child when they die).
+Every message carries the holder's request id, so retries are idempotent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from gpu_remediation.models import Model
+
+MAX_CAPACITY = 1000
+
+
+class PermitRequest(Model):
+    """A holder asks for a permit."""
+
+    holder_workflow_id: str = Field(min_length=1)
+    holder_run_id: str = Field(min_length=1)
+    request_id: str = Field(min_length=1, max_length=256)
+    lease: timedelta = Field(gt=timedelta(0))
+
+
+class PermitGrant(Model):
+    """The semaphore hands a permit to one holder run."""
+
+    request_id: str
+    expires_at: datetime
+
+
+class PermitRelease(Model):
+    """A holder (or its guard, or an operator) gives a permit back."""
+
+    request_id: str = Field(min_length=1, max_length=256)
+    reason: str = Field(default="released", max_length=512)
+
+
+class Lease(Model):
+    """A granted permit."""
+
+    holder_workflow_id: str
+    holder_run_id: str
+    request_id: str
+    granted_at: datetime
+    expires_at: datetime
+
+
+class Waiter(Model):
+    """A request waiting for a permit, in FIFO order."""
+
+    holder_workflow_id: str
+    holder_run_id: str
+    request_id: str
+    lease: timedelta
+    enqueued_at: datetime
+
+
+class SemaphoreState(Model):
+    """Everything the semaphore carries across continue-as-new."""
+
+    capacity: int = Field(ge=1, le=MAX_CAPACITY)
+    holders: list[Lease] = Field(default_factory=list)
+    waiters: list[Waiter] = Field(default_factory=list)
+    recently_released: list[str] = Field(
+        default_factory=list, description="Request ids released lately, to drop late repeats."
+    )
+
+
+class SemaphoreInput(Model):
+    """Start (or continue) the semaphore."""
+
+    capacity: int = Field(ge=1, le=MAX_CAPACITY)
+    state: SemaphoreState | None = None
+
+
+class SetCapacityInput(Model):
+    """Change the number of permits."""
+
+    capacity: int = Field(ge=1, le=MAX_CAPACITY)
+
+
+class ForceReleaseInput(Model):
+    """An operator takes a permit (or a waiting request) away."""
+
+    request_id: str = Field(min_length=1, max_length=256)
+    reason: str = Field(min_length=1, max_length=512)
+
+
+class PermitGuardInput(Model):
+    """The guard child releases its parent's request when the parent closes."""
+
+    semaphore_workflow_id: str
+    request_id: str
+    holder_workflow_id: str
+    holder_run_id: str

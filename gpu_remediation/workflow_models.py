@@ -1,0 +1,111 @@
+"""Input, result, state and operator-request models of the node workflow."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field, field_validator
+
+from gpu_remediation.ids import is_valid_node_name
+from gpu_remediation.models import Evidence, FaultClass, Model, Outcome, Rung
+from gpu_remediation.policy import Policy
+
+
+class NodeRemediationInput(Model):
+    """Start a node's incident (evidence arrives by signal-with-start)."""
+
+    cluster: str = Field(min_length=1, max_length=100)
+    node: str
+    policy: Policy
+    prior_incidents: int = Field(
+        default=0, ge=0, description="Incidents of this node within the repeat-offender window."
+    )
+
+    @field_validator("node")
+    @classmethod
+    def _node_name(cls, value: str) -> str:
+        if not is_valid_node_name(value):
+            raise ValueError(f"invalid node name {value!r}")
+        return value
+
+
+class Decision(Model):
+    """One entry of the incident's decision log."""
+
+    at: datetime
+    stage: str
+    action: str
+    reason: str = ""
+    rung: Rung | None = None
+
+
+class RungAttempt(Model):
+    """One run of a rung and how it went."""
+
+    rung: Rung
+    started_at: datetime
+    ended_at: datetime | None = None
+    result: str = ""
+
+
+class NodeRemediationState(Model):
+    """The full state, for the query and for the CLI."""
+
+    cluster: str
+    node: str
+    node_pool: str | None
+    fault_class: FaultClass | None
+    rung: Rung | None
+    stage: str
+    waiting_for: str | None
+    paused: bool
+    dry_run: bool
+    evidence: list[Evidence]
+    attempts: list[RungAttempt]
+    decisions: list[Decision]
+    outcome: Outcome | None
+    started_at: datetime
+
+
+class NodeRemediationResult(Model):
+    """How the incident ended."""
+
+    node: str
+    outcome: Outcome
+    fault_class: FaultClass | None
+    rungs_tried: list[Rung]
+    attempts: list[RungAttempt]
+    started_at: datetime
+    ended_at: datetime
+    duration_s: float
+    replaced_by: str | None = None
+    escalation_reference: str | None = None
+
+
+class OperatorRequest(Model):
+    """Who asks, and why (recorded in the decision log)."""
+
+    by: str = Field(default="operator", min_length=1, max_length=256)
+    reason: str = Field(default="", max_length=1024)
+
+
+class ApproveInput(OperatorRequest):
+    """Approve the step that is waiting for approval."""
+
+    rung: Rung
+
+
+class SkipToInput(OperatorRequest):
+    """Jump to a rung (from the next decision point on)."""
+
+    rung: Rung
+
+
+class RetryStepInput(OperatorRequest):
+    """Run the current (or, after escalation, the last) rung once more."""
+
+
+class AbortInput(OperatorRequest):
+    """Stop the incident and clean up."""
+
+    uncordon: bool = Field(default=True, description="False leaves the node cordoned.")

@@ -1,0 +1,93 @@
+"""Shared fixtures: real Temporal servers (no downloads), clients, task queues."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES
+from gpu_remediation.temporal_setup import (
+    dev_server_path,
+    register_search_attributes,
+    time_skipping_server_path,
+)
+
+T = TypeVar("T")
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server, shared by the session."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(time_skipping_server_path()),
+    )
+    await register_search_attributes(env.client)
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A real dev server (in-memory SQLite), for what time skipping lacks."""
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=str(dev_server_path()),
+        search_attributes=ALL_SEARCH_ATTRIBUTES,
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture
+def task_queue() -> str:
+    """A fresh task queue per test, so workers of different tests never mix."""
+    return f"tq-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def ts_client(time_skipping_env: WorkflowEnvironment) -> Client:
+    """Client of the time-skipping server."""
+    return time_skipping_env.client
+
+
+@pytest.fixture
+def dev_client(dev_env: WorkflowEnvironment) -> Client:
+    """Client of the dev server."""
+    return dev_env.client
+
+
+async def assert_eventually(
+    probe: Callable[[], Awaitable[T]],
+    check: Callable[[T], bool],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.05,
+    message: str = "condition not met",
+) -> T:
+    """Poll ``probe`` until ``check`` holds on its value; fail with the last value.
+
+    Used instead of sleeps: returns as soon as the condition holds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: T | None = None
+    while True:
+        last = await probe()
+        if check(last):
+            return last
+        if loop.time() > deadline:
+            raise AssertionError(f"{message} within {timeout}s; last value: {last!r}")
+        await asyncio.sleep(interval)
