@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from gpu_remediation.ids import is_valid_node_name
+from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, is_valid_node_name
 from gpu_remediation.models import Evidence, FaultClass, GpuIndex, Model, Rung
 
 QUARANTINE_TAINT_KEY = "gpu-remediation.io/quarantine"
@@ -185,21 +185,18 @@ class ReplacementResult(Model):
 
 
 class CheckBreakerInput(Model):
-    """Measure a node pool's unhealthy fraction against its threshold."""
+    """Count a node pool's nodes and how many of them look unhealthy."""
 
     node_pool: str | None
-    max_unhealthy_fraction: float = Field(gt=0, le=1)
-    min_unhealthy_nodes: int = Field(ge=1)
 
 
-class BreakerState(Model):
-    """A pool's health measured from live data."""
+class PoolHealth(Model):
+    """A pool's health measured from live data; the policy decides if the breaker opens."""
 
     node_pool: str | None
     total: int = Field(ge=0)
     unhealthy: int = Field(ge=0)
-    open: bool
-    reason: str = ""
+    unhealthy_nodes: list[str] = Field(default_factory=list, max_length=1000)
 
     @property
     def fraction(self) -> float:
@@ -232,3 +229,8 @@ class EnsureSemaphoreInput(Model):
     """Start the replacement semaphore if it is not running."""
 
     capacity: int = Field(ge=1)
+    workflow_id: str = Field(
+        default=SEMAPHORE_WORKFLOW_ID,
+        min_length=1,
+        description="Semaphore workflow id; only tests and isolated fleets change it.",
+    )

@@ -70,8 +70,6 @@ class Signals:
     """Signal names on the node workflow and the semaphore."""
 
     EVIDENCE = "add_evidence"
-    PAUSE = "pause"
-    RESUME = "resume"
     PERMIT_GRANTED = "permit_granted"
     REQUEST_PERMIT = "request_permit"
     RELEASE_PERMIT = "release_permit"
@@ -80,6 +78,8 @@ class Signals:
 class Updates:
     """Update names (validated operator requests)."""
 
+    PAUSE = "pause"
+    RESUME = "resume"
     APPROVE = "approve"
     SKIP_TO = "skip_to"
     RETRY_STEP = "retry_step"

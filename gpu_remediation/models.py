@@ -83,6 +83,7 @@ class Outcome(StrEnum):
     TRANSIENT = "transient"
     APPLICATION_FAULT = "application_fault"
     NO_ACTION = "no_action"
+    NO_FAULT_FOUND = "no_fault_found"
     REPAIRED = "repaired"
     RECOVERED = "recovered"
     REPLACED = "replaced"

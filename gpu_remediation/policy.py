@@ -119,6 +119,18 @@ class BreakerPolicy(PolicyModel):
             return self.per_pool[pool]
         return self.max_unhealthy_fraction
 
+    def is_open(self, pool: str | None, unhealthy: int, total: int) -> bool:
+        """Whether disruptive rungs are blocked for ``pool``.
+
+        Args:
+            pool: Node pool name (None for nodes outside any pool).
+            unhealthy: Nodes of the pool that look unhealthy now.
+            total: Nodes in the pool.
+        """
+        if unhealthy < self.min_unhealthy_nodes or total <= 0:
+            return False
+        return unhealthy / total > self.threshold_for(pool)
+
 
 class RepeatOffenderPolicy(PolicyModel):
     """Nodes with many recent incidents go straight to a stronger rung."""
@@ -167,6 +179,10 @@ class Policy(PolicyModel):
         missing = [fc.value for fc in FaultClass if fc not in self.fault_classes]
         if missing:
             raise ValueError(f"fault_classes is missing: {', '.join(missing)}")
+        for rung in (Rung.QUARANTINE, Rung.ESCALATE):
+            if rung in self.rungs and not self.rungs[rung].enabled:
+                # Quarantine guards every disruptive step; escalation is the floor.
+                raise ValueError(f"rungs.{rung.value}.enabled cannot be false")
         filled = {rung: self.rungs.get(rung, RungPolicy()) for rung in Rung}
         object.__setattr__(self, "rungs", filled)
         return self

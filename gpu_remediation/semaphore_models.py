@@ -15,6 +15,14 @@ from gpu_remediation.models import Model
 
 MAX_CAPACITY = 1000
 
+DEFAULT_CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
+"""History length after which the semaphore continues as new (well under the 4,096
+events at which the server suggests it), so a replay never walks a long history."""
+
+MIN_CONTINUE_AS_NEW_AFTER_EVENTS = 20
+"""A fresh run starts with a handful of events; a lower threshold would continue as
+new in a tight loop."""
+
 
 class PermitRequest(Model):
     """A holder asks for a permit."""
@@ -75,6 +83,11 @@ class SemaphoreInput(Model):
 
     capacity: int = Field(ge=1, le=MAX_CAPACITY)
     state: SemaphoreState | None = None
+    continue_as_new_after_events: int = Field(
+        default=DEFAULT_CONTINUE_AS_NEW_AFTER_EVENTS,
+        ge=MIN_CONTINUE_AS_NEW_AFTER_EVENTS,
+        description="Continue as new once the run's history is longer than this.",
+    )
 
 
 class SetCapacityInput(Model):

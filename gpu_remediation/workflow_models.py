@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field, field_validator
 
-from gpu_remediation.ids import is_valid_node_name
+from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, is_valid_node_name
 from gpu_remediation.models import Evidence, FaultClass, Model, Outcome, Rung
 from gpu_remediation.policy import Policy
 
@@ -19,6 +19,9 @@ class NodeRemediationInput(Model):
     policy: Policy
     prior_incidents: int = Field(
         default=0, ge=0, description="Incidents of this node within the repeat-offender window."
+    )
+    semaphore_workflow_id: str = Field(
+        default=SEMAPHORE_WORKFLOW_ID, min_length=1, description="The replacement semaphore."
     )
 
     @field_validator("node")

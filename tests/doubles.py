@@ -1,0 +1,182 @@
+"""A scriptable in-memory fleet registered under the real activity names.
+
+The node workflow is tested against this double: it records every call, so
+tests can assert what did and did not happen (no reset for Xid 79, exactly
+one reboot, no side effects in dry-run), and its answers are scripted per
+test (reset unsupported, diagnostics failing, a pool that is half unhealthy).
+Benchmarks use it as the "instant test activities".
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from gpu_remediation import contracts as c
+from gpu_remediation.ids import Activities
+from gpu_remediation.models import DcgmEvidence
+
+# Activities that change something on the node or in the cloud.
+SIDE_EFFECTS = frozenset(
+    {
+        Activities.QUARANTINE_NODE,
+        Activities.RELEASE_NODE,
+        Activities.DRAIN_GPU_PODS,
+        Activities.RESET_GPUS,
+        Activities.REBOOT_NODE,
+        Activities.RUN_DIAGNOSTIC,
+        Activities.DELETE_NODE_CLAIM,
+        Activities.WAIT_FOR_REPLACEMENT,
+        Activities.ESCALATE,
+        Activities.NOTIFY_WORKLOAD_OWNER,
+        Activities.RECORD_STEP,
+    }
+)
+
+
+def failing_diag(error_id: int = 85, gpu: int = 0) -> c.DiagnosticResult:
+    """A diagnostic result that fails with one DCGM error."""
+    return c.DiagnosticResult(
+        passed=False,
+        summary=f"DCGM error {error_id} on GPU {gpu}",
+        failures=[
+            DcgmEvidence(
+                observed_at=datetime.now(UTC),
+                source="dcgm-diag",
+                check="diag",
+                error_id=error_id,
+                gpu_index=gpu,
+            )
+        ],
+    )
+
+
+@dataclass
+class FakeFleet:
+    """Scripted answers and a log of calls, per test."""
+
+    node_exists: bool = True
+    node_pool: str | None = "gpu-pool"
+    reset_status: c.ResetStatus = "ok"
+    diagnostics: list[c.DiagnosticResult] = field(default_factory=list)
+    pool_total: int = 10
+    pool_unhealthy: int = 1
+    fail: set[str] = field(default_factory=set)
+    calls: list[tuple[str, object]] = field(default_factory=list)
+    boot_counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    boot_id: str = "boot-0"
+
+    def called(self, name: str) -> int:
+        """How many times activity ``name`` ran."""
+        return Counter(n for n, _ in self.calls)[name]
+
+    def names(self) -> list[str]:
+        """Activity names in call order."""
+        return [n for n, _ in self.calls]
+
+    def side_effects(self) -> list[str]:
+        """Calls that change something."""
+        return [n for n in self.names() if n in SIDE_EFFECTS]
+
+    def _log(self, name: str, arg: object) -> None:
+        self.calls.append((name, arg))
+        if name in self.fail:
+            raise ApplicationError(f"{name} failed (scripted)", type="Scripted", non_retryable=True)
+
+    def activities(self) -> list[object]:
+        """The activity callables to register on a worker."""
+
+        @activity.defn(name=Activities.READ_NODE_HEALTH)
+        async def read_node_health(input: c.ReadNodeHealthInput) -> c.NodeHealth:
+            self._log(Activities.READ_NODE_HEALTH, input)
+            return c.NodeHealth(
+                exists=self.node_exists,
+                ready=True,
+                boot_id=self.boot_id,
+                provider_id=f"aws:///us-west-2a/i-0{abs(hash(input.node)) % 10**16:016x}",
+                node_pool=self.node_pool,
+            )
+
+        @activity.defn(name=Activities.QUARANTINE_NODE)
+        async def quarantine_node(input: c.QuarantineNodeInput) -> c.QuarantineResult:
+            self._log(Activities.QUARANTINE_NODE, input)
+            return c.QuarantineResult(was_already_cordoned=False, taint_added=True)
+
+        @activity.defn(name=Activities.RELEASE_NODE)
+        async def release_node(input: c.ReleaseNodeInput) -> c.ReleaseResult:
+            self._log(Activities.RELEASE_NODE, input)
+            return c.ReleaseResult(taint_removed=True, uncordoned=input.uncordon)
+
+        @activity.defn(name=Activities.DRAIN_GPU_PODS)
+        async def drain_gpu_pods(input: c.DrainGpuPodsInput) -> c.DrainResult:
+            self._log(Activities.DRAIN_GPU_PODS, input)
+            return c.DrainResult(evicted_uids=["uid-1", "uid-2"])
+
+        @activity.defn(name=Activities.RESET_GPUS)
+        async def reset_gpus(input: c.ResetGpusInput) -> c.ResetGpusResult:
+            self._log(Activities.RESET_GPUS, input)
+            return c.ResetGpusResult(status=self.reset_status, command_id="cmd-1")
+
+        @activity.defn(name=Activities.REBOOT_NODE)
+        async def reboot_node(input: c.RebootNodeInput) -> c.RebootResult:
+            self._log(Activities.REBOOT_NODE, input)
+            self.boot_id = f"boot-{next(self.boot_counter)}"
+            return c.RebootResult(boot_id_after=self.boot_id, rebooted_by_this_call=True)
+
+        @activity.defn(name=Activities.RUN_DIAGNOSTIC)
+        async def run_diagnostic(input: c.RunDiagnosticInput) -> c.DiagnosticResult:
+            self._log(Activities.RUN_DIAGNOSTIC, input)
+            if self.diagnostics:
+                return self.diagnostics.pop(0)
+            return c.DiagnosticResult(passed=True, summary="all tests passed")
+
+        @activity.defn(name=Activities.RECORD_STEP)
+        async def record_step(input: c.RecordStepInput) -> None:
+            self._log(Activities.RECORD_STEP, input)
+
+        @activity.defn(name=Activities.DELETE_NODE_CLAIM)
+        async def delete_node_claim(input: c.DeleteNodeClaimInput) -> c.DeleteNodeClaimResult:
+            self._log(Activities.DELETE_NODE_CLAIM, input)
+            return c.DeleteNodeClaimResult(node_claim=f"claim-{input.node}", already_gone=False)
+
+        @activity.defn(name=Activities.WAIT_FOR_REPLACEMENT)
+        async def wait_for_replacement(input: c.WaitForReplacementInput) -> c.ReplacementResult:
+            self._log(Activities.WAIT_FOR_REPLACEMENT, input)
+            return c.ReplacementResult(old_node_gone=True, new_node=f"{input.node}-new")
+
+        @activity.defn(name=Activities.CHECK_BREAKER)
+        async def check_breaker(input: c.CheckBreakerInput) -> c.PoolHealth:
+            self._log(Activities.CHECK_BREAKER, input)
+            return c.PoolHealth(
+                node_pool=input.node_pool, total=self.pool_total, unhealthy=self.pool_unhealthy
+            )
+
+        @activity.defn(name=Activities.ESCALATE)
+        async def escalate(input: c.EscalateInput) -> c.EscalationResult:
+            self._log(Activities.ESCALATE, input)
+            return c.EscalationResult(reference=f"TICKET-{len(self.calls)}")
+
+        @activity.defn(name=Activities.NOTIFY_WORKLOAD_OWNER)
+        async def notify_workload_owner(input: c.NotifyWorkloadOwnerInput) -> None:
+            self._log(Activities.NOTIFY_WORKLOAD_OWNER, input)
+
+        return [
+            read_node_health,
+            quarantine_node,
+            release_node,
+            drain_gpu_pods,
+            reset_gpus,
+            reboot_node,
+            run_diagnostic,
+            record_step,
+            delete_node_claim,
+            wait_for_replacement,
+            check_breaker,
+            escalate,
+            notify_workload_owner,
+        ]

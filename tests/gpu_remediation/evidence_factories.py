@@ -1,0 +1,56 @@
+"""Small builders of evidence for classifier tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gpu_remediation.models import (
+    AlertEvidence,
+    ConditionEvidence,
+    DcgmEvidence,
+    EfaEvidence,
+    ManualEvidence,
+    XidEvidence,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def at(seconds: int) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def xid(code: int, gpu: int | None = 0, **kw: Any) -> XidEvidence:
+    kw.setdefault("observed_at", T0)
+    return XidEvidence(source="kernel-log", xid=code, gpu_index=gpu, **kw)
+
+
+def dcgm(error_id: int | None, severity: int | None = None, **kw: Any) -> DcgmEvidence:
+    kw.setdefault("gpu_index", 0)
+    return DcgmEvidence(
+        observed_at=T0, source="dcgm", check="health", error_id=error_id, severity=severity, **kw
+    )
+
+
+def efa(check: str, **kw: Any) -> EfaEvidence:
+    return EfaEvidence(observed_at=T0, source="efa-check", check=check, **kw)
+
+
+def condition(type_: str, status: str, reason: str = "", message: str = "") -> ConditionEvidence:
+    return ConditionEvidence(
+        observed_at=T0,
+        source="watcher",
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+    )
+
+
+def alert(**labels: str) -> AlertEvidence:
+    return AlertEvidence(observed_at=T0, source="alertmanager", labels=labels)
+
+
+def manual(runbook: str, **kw: Any) -> ManualEvidence:
+    return ManualEvidence(observed_at=T0, source="cli", runbook=runbook, **kw)

@@ -1,0 +1,165 @@
+"""Helpers for the node workflow tests: worker, policy, evidence, starters."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation.ids import Queries, Signals, node_workflow_id
+from gpu_remediation.models import (
+    ConditionEvidence,
+    Evidence,
+    EvidenceReport,
+    ManualEvidence,
+    XidEvidence,
+)
+from gpu_remediation.policy import Policy
+from gpu_remediation.policy_loader import load_policy
+from gpu_remediation.workflow_models import (
+    NodeRemediationInput,
+    NodeRemediationResult,
+    NodeRemediationState,
+)
+from tests.doubles import FakeFleet
+from worker import build_worker
+from workflows.node_remediation import NodeRemediationWorkflow
+
+NodeHandle = WorkflowHandle[NodeRemediationWorkflow, NodeRemediationResult]
+
+
+def policy(**changes: Any) -> Policy:
+    """The shipped defaults with no cooldown (so runs end right after a repair), plus changes."""
+    base = load_policy()
+    return base.model_copy(update={"cooldown": timedelta(0), **changes})
+
+
+def xid(code: int, gpu: int | None = 0, *, recovery_action: int | None = None) -> XidEvidence:
+    """An Xid seen now."""
+    return XidEvidence(
+        observed_at=datetime.now(UTC),
+        source="test",
+        xid=code,
+        gpu_index=gpu,
+        recovery_action=recovery_action,
+    )
+
+
+def condition(
+    type_: str, status: str, *, cleared: bool = False, reason: str = ""
+) -> ConditionEvidence:
+    """A node condition seen now (cleared=True reports it went away)."""
+    return ConditionEvidence(
+        observed_at=datetime.now(UTC),
+        source="watcher",
+        type=type_,
+        status=status,  # type: ignore[arg-type]
+        reason=reason,
+        cleared=cleared,
+    )
+
+
+def manual(runbook: str, *, force: bool = False, by: str = "alice") -> ManualEvidence:
+    """An operator's runbook request."""
+    return ManualEvidence(
+        observed_at=datetime.now(UTC),
+        source="cli",
+        runbook=runbook,  # type: ignore[arg-type]
+        requested_by=by,
+        force=force,
+        message="test request",
+    )
+
+
+class Cluster:
+    """One test's view: a client, a task queue, a fake fleet and a semaphore of its own."""
+
+    def __init__(self, env: WorkflowEnvironment, task_queue: str, fleet: FakeFleet) -> None:
+        self.env = env
+        self.client = env.client
+        self.task_queue = task_queue
+        self.fleet = fleet
+        self.name = f"c{uuid.uuid4().hex[:8]}"
+        self.semaphore_id = f"test-semaphore/{uuid.uuid4()}"
+
+    async def report(
+        self,
+        node: str,
+        *evidence: Evidence,
+        pol: Policy | None = None,
+        prior_incidents: int = 0,
+        report_id: str = "",
+    ) -> NodeHandle:
+        """Signal-with-start the node's workflow with evidence, as triggers do."""
+        evidence = await self.stamped(evidence)
+        return await self.client.start_workflow(
+            NodeRemediationWorkflow.run,
+            NodeRemediationInput(
+                cluster=self.name,
+                node=node,
+                policy=pol or policy(),
+                prior_incidents=prior_incidents,
+                semaphore_workflow_id=self.semaphore_id,
+            ),
+            id=node_workflow_id(self.name, node),
+            task_queue=self.task_queue,
+            start_signal=Signals.EVIDENCE,
+            start_signal_args=[
+                EvidenceReport(node=node, evidence=list(evidence), report_id=report_id)
+            ],
+        )
+
+    async def stamped(self, evidence: Sequence[Evidence]) -> tuple[Evidence, ...]:
+        """The evidence as observed now by the server's clock (time skipping moves it)."""
+        now = await self.env.get_current_time()
+        return tuple(e.model_copy(update={"observed_at": now}) for e in evidence)
+
+    async def signal(self, handle: NodeHandle, node: str, *evidence: Evidence) -> None:
+        """Send more evidence to a running incident."""
+        report = EvidenceReport(node=node, evidence=list(await self.stamped(evidence)))
+        await handle.signal(Signals.EVIDENCE, report)
+
+    async def state(self, handle: NodeHandle) -> NodeRemediationState:
+        """Query the incident's state."""
+        return await handle.query(Queries.STATE, result_type=NodeRemediationState)
+
+
+@asynccontextmanager
+async def cluster(
+    env: WorkflowEnvironment, task_queue: str, fleet: FakeFleet | None = None
+) -> AsyncIterator[Cluster]:
+    """Run the project's real worker wiring with the fake fleet's activities."""
+    fleet = fleet or FakeFleet()
+    worker = build_worker(
+        env.client, fleet.activities(), task_queue, max_concurrent_workflow_tasks=100
+    )
+    async with worker:
+        yield Cluster(env, task_queue, fleet)
+
+
+def with_rung(pol: Policy, rung: Any, **changes: Any) -> Policy:
+    """``pol`` with one rung's settings changed."""
+    rungs = dict(pol.rungs)
+    rungs[rung] = rungs[rung].model_copy(update=changes)
+    return pol.model_copy(update={"rungs": rungs})
+
+
+def with_fault_class(pol: Policy, fault_class: Any, **changes: Any) -> Policy:
+    """``pol`` with one fault class's settings changed."""
+    classes = dict(pol.fault_classes)
+    classes[fault_class] = classes[fault_class].model_copy(update=changes)
+    return pol.model_copy(update={"fault_classes": classes})
+
+
+async def refusal(handle: NodeHandle, update: str, arg: Any) -> str:
+    """Send an update that must be refused; return the validator's message."""
+    try:
+        await handle.execute_update(update, arg, result_type=NodeRemediationState)
+    except WorkflowUpdateFailedError as err:
+        return str(err.cause)
+    raise AssertionError(f"update {update} was accepted")

@@ -1,0 +1,185 @@
+"""Helpers shared by the semaphore tests: worker, starters and probes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
+
+from activities.temporal import TemporalActivities
+from gpu_remediation.ids import Queries, Signals
+from gpu_remediation.semaphore_models import (
+    PermitGrant,
+    PermitRelease,
+    PermitRequest,
+    SemaphoreInput,
+    SemaphoreState,
+)
+from tests.workflows.holder_models import HolderInput, HolderReport, HolderStatus, RecordedGrants
+from tests.workflows.semaphore_holders import GrantRecorderWorkflow, SemaphoreHolderWorkflow
+from workflows.permit_guard import PermitGuardWorkflow
+from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
+
+
+def semaphore_worker(client: Client, task_queue: str) -> Worker:
+    """A worker registering everything a holder needs, as production workers must."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[
+            ReplacementSemaphoreWorkflow,
+            PermitGuardWorkflow,
+            SemaphoreHolderWorkflow,
+            GrantRecorderWorkflow,
+        ],
+        activities=[TemporalActivities(client).ensure_semaphore],
+        # Thirty holders start at once; the default slots would serialise them.
+        max_concurrent_workflow_tasks=100,
+    )
+
+
+def new_semaphore_id() -> str:
+    """A semaphore id of its own per test: tests share servers."""
+    return f"test-semaphore/{uuid.uuid4()}"
+
+
+async def start_semaphore(
+    client: Client,
+    task_queue: str,
+    semaphore_id: str,
+    capacity: int,
+    continue_as_new_after_events: int | None = None,
+) -> WorkflowHandle[ReplacementSemaphoreWorkflow, None]:
+    """Start the semaphore directly (holders' ensure_semaphore then finds it)."""
+    extra = (
+        {}
+        if continue_as_new_after_events is None
+        else {"continue_as_new_after_events": continue_as_new_after_events}
+    )
+    return await client.start_workflow(
+        ReplacementSemaphoreWorkflow.run,
+        SemaphoreInput(capacity=capacity, **extra),
+        id=semaphore_id,
+        task_queue=task_queue,
+    )
+
+
+async def semaphore_state(client: Client, semaphore_id: str) -> SemaphoreState:
+    """Query the semaphore's current run."""
+    return await client.get_workflow_handle(semaphore_id).query(
+        Queries.STATE, result_type=SemaphoreState
+    )
+
+
+def holder_ids(state: SemaphoreState) -> list[str]:
+    """Request ids holding a permit."""
+    return [lease.request_id for lease in state.holders]
+
+
+def waiter_ids(state: SemaphoreState) -> list[str]:
+    """Request ids waiting, in FIFO order."""
+    return [waiter.request_id for waiter in state.waiters]
+
+
+async def start_holder(
+    client: Client,
+    task_queue: str,
+    semaphore_id: str,
+    request_id: str,
+    *,
+    workflow_id: str | None = None,
+    capacity: int = 1,
+    lease: timedelta = timedelta(hours=1),
+    hold: timedelta | None = None,
+    release: bool = True,
+    acquire_timeout: timedelta = timedelta(minutes=10),
+) -> WorkflowHandle[SemaphoreHolderWorkflow, HolderReport]:
+    """Start a test holder workflow (its id defaults to one derived from the request)."""
+    return await client.start_workflow(
+        SemaphoreHolderWorkflow.run,
+        HolderInput(
+            semaphore_workflow_id=semaphore_id,
+            request_id=request_id,
+            capacity=capacity,
+            lease=lease,
+            hold=hold,
+            release=release,
+            acquire_timeout=acquire_timeout,
+        ),
+        id=workflow_id or f"holder/{semaphore_id}/{request_id}",
+        task_queue=task_queue,
+    )
+
+
+async def holder_status(
+    handle: WorkflowHandle[SemaphoreHolderWorkflow, HolderReport],
+) -> HolderStatus:
+    """Whether the holder has requested, and whether it holds."""
+    return await handle.query(SemaphoreHolderWorkflow.status)
+
+
+def max_overlap(reports: Sequence[HolderReport]) -> int:
+    """Most permits held at once according to the holders' own grant/release times.
+
+    A holder sees its grant after the semaphore granted and releases before the
+    semaphore frees the permit, so these intervals lie inside the semaphore's.
+    At equal times releases count first.
+    """
+    events: list[tuple[float, int]] = []
+    for report in reports:
+        assert report.granted_at is not None
+        assert report.released_at is not None
+        events.append((report.granted_at.timestamp(), +1))
+        events.append((report.released_at.timestamp(), -1))
+    held = peak = 0
+    for _, delta in sorted(events):
+        held += delta
+        peak = max(peak, held)
+    return peak
+
+
+async def start_recorder(
+    client: Client, task_queue: str, workflow_id: str
+) -> WorkflowHandle[GrantRecorderWorkflow, RecordedGrants]:
+    """Start a workflow that only records the grants it receives."""
+    return await client.start_workflow(
+        GrantRecorderWorkflow.run, id=workflow_id, task_queue=task_queue
+    )
+
+
+async def recorded_grants(
+    handle: WorkflowHandle[GrantRecorderWorkflow, RecordedGrants],
+) -> list[PermitGrant]:
+    """Grants the recorder run received so far."""
+    return (await handle.query(GrantRecorderWorkflow.grants)).grants
+
+
+async def request_permit(
+    client: Client,
+    semaphore_id: str,
+    holder: WorkflowHandle[Any, Any],
+    request_id: str,
+    lease: timedelta = timedelta(hours=1),
+) -> None:
+    """Send request_permit for ``holder``'s run directly, as a holder would."""
+    assert holder.result_run_id is not None
+    await client.get_workflow_handle(semaphore_id).signal(
+        Signals.REQUEST_PERMIT,
+        PermitRequest(
+            holder_workflow_id=holder.id,
+            holder_run_id=holder.result_run_id,
+            request_id=request_id,
+            lease=lease,
+        ),
+    )
+
+
+async def release_permit(client: Client, semaphore_id: str, request_id: str) -> None:
+    """Send release_permit directly."""
+    await client.get_workflow_handle(semaphore_id).signal(
+        Signals.RELEASE_PERMIT, PermitRelease(request_id=request_id, reason="test")
+    )

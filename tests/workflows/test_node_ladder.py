@@ -1,0 +1,98 @@
+"""The ladder's main paths, against the scripted fleet on the time-skipping server."""
+
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation.ids import Activities as A
+from gpu_remediation.models import Outcome, Rung
+from tests.doubles import FakeFleet, failing_diag
+from tests.workflows.node_support import cluster, xid
+
+
+async def test_xid_79_goes_to_reboot_without_a_reset(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    async with cluster(time_skipping_env, task_queue) as c:
+        handle = await c.report("gpu-1", xid(79, gpu=3))
+        result = await handle.result()
+    assert result.outcome == Outcome.REPAIRED
+    assert c.fleet.called(A.RESET_GPUS) == 0
+    assert c.fleet.called(A.REBOOT_NODE) == 1
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.REBOOT]
+    assert c.fleet.names().index(A.QUARANTINE_NODE) < c.fleet.names().index(A.REBOOT_NODE)
+    assert c.fleet.called(A.RELEASE_NODE) == 1
+
+
+async def test_xid_48_is_reset_verified_and_released(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    async with cluster(time_skipping_env, task_queue) as c:
+        handle = await c.report("gpu-2", xid(48, gpu=5))
+        result = await handle.result()
+    assert result.outcome == Outcome.REPAIRED
+    resets = [arg for name, arg in c.fleet.calls if name == A.RESET_GPUS]
+    assert [r.gpu_indices for r in resets] == [[5]]  # type: ignore[attr-defined]
+    assert c.fleet.called(A.REBOOT_NODE) == 0
+    names = c.fleet.names()
+    assert names.index(A.RESET_GPUS) < names.index(A.RUN_DIAGNOSTIC) < names.index(A.RELEASE_NODE)
+
+
+async def test_unsupported_reset_climbs_to_reboot_then_failed_verify_to_replacement(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(reset_status="not_supported", diagnostics=[failing_diag(error_id=4)])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-3", xid(48, gpu=1))
+        result = await handle.result()
+    assert result.outcome == Outcome.REPLACED
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.GPU_RESET, Rung.REBOOT, Rung.REPLACE]
+    assert result.replaced_by == "gpu-3-new"
+    assert fleet.called(A.DELETE_NODE_CLAIM) == 1
+    # The node is gone: nothing to untaint.
+    assert fleet.called(A.RELEASE_NODE) == 0
+
+
+async def test_open_breaker_escalates_without_reboot_or_replacement(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(pool_total=10, pool_unhealthy=6)
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-4", xid(79))
+        result = await handle.result()
+        state = await c.state(handle)
+    assert result.outcome == Outcome.ESCALATED
+    assert fleet.called(A.REBOOT_NODE) == 0
+    assert fleet.called(A.DELETE_NODE_CLAIM) == 0
+    assert fleet.called(A.QUARANTINE_NODE) == 1
+    assert fleet.called(A.RELEASE_NODE) == 0  # a suspect node stays quarantined for the human
+    assert any(d.stage == "breaker" and d.action == "open" for d in state.decisions)
+
+
+async def test_application_xid_alone_never_touches_the_node(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    async with cluster(time_skipping_env, task_queue) as c:
+        handle = await c.report("gpu-5", xid(13, gpu=0))
+        result = await handle.result()
+    assert result.outcome == Outcome.APPLICATION_FAULT
+    assert c.fleet.side_effects() == [A.NOTIFY_WORKLOAD_OWNER]
+
+
+async def test_repeat_offender_starts_at_replacement(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    async with cluster(time_skipping_env, task_queue) as c:
+        handle = await c.report("gpu-6", xid(48), prior_incidents=2)
+        result = await handle.result()
+    assert result.outcome == Outcome.REPLACED
+    assert c.fleet.called(A.RESET_GPUS) == 0
+    assert c.fleet.called(A.REBOOT_NODE) == 0
+
+
+async def test_a_node_that_vanished_closes_without_side_effects(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    async with cluster(time_skipping_env, task_queue, FakeFleet(node_exists=False)) as c:
+        handle = await c.report("gpu-7", xid(79))
+        result = await handle.result()
+    assert result.outcome == Outcome.NODE_GONE
+    assert c.fleet.side_effects() == []

@@ -1,0 +1,241 @@
+"""The node workflow's side of every activity: names, options and retries.
+
+Each method calls one activity of the contract in ``gpu_remediation.contracts``
+with the timeouts and retry policy its rung has in the policy. Corrective
+calls are cancelled when the operator aborts, so an abort never waits for a
+long reboot or drain to finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
+    from gpu_remediation import contracts as c
+    from gpu_remediation.ids import Activities
+    from gpu_remediation.models import FaultClass, Rung
+    from gpu_remediation.policy import Policy
+
+R = TypeVar("R", bound=BaseModel)
+
+# Reads and bookkeeping are short and safe to repeat, so they retry generously.
+BOOKKEEPING_TIMEOUT = timedelta(seconds=60)
+BOOKKEEPING_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=10,
+)
+# Long activities heartbeat; a silent one is presumed dead well before its timeout.
+HEARTBEAT_TIMEOUT = timedelta(minutes=2)
+# Failures that retrying cannot fix; implementations raise
+# ApplicationError(type=...) with these names.
+NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupported"]
+
+
+class NodeActions:
+    """Typed calls of the remediation activities for one node's incident."""
+
+    def __init__(self, policy: Policy, node: str, aborted: Callable[[], bool]) -> None:
+        """Bind the calls to one node.
+
+        Args:
+            policy: The policy whose rung timeouts and retries apply.
+            node: The node's name.
+            aborted: Tells whether an operator aborted (cancels corrective calls).
+        """
+        self._policy = policy
+        self._node = node
+        self._aborted = aborted
+
+    def _ids(self) -> dict[str, str]:
+        return {"node": self._node, "incident_id": workflow.info().workflow_id}
+
+    async def read_health(self, summary: str = "read node health") -> c.NodeHealth:
+        """Read the node's readiness, boot id, provider id and pool."""
+        return await self._bookkeeping(
+            Activities.READ_NODE_HEALTH, c.ReadNodeHealthInput(**self._ids()), c.NodeHealth, summary
+        )
+
+    async def pool_health(self, pool: str | None) -> c.PoolHealth:
+        """Count the pool's nodes and its unhealthy ones (for the breaker)."""
+        return await self._bookkeeping(
+            Activities.CHECK_BREAKER,
+            c.CheckBreakerInput(node_pool=pool),
+            c.PoolHealth,
+            f"check the breaker of pool {pool}",
+        )
+
+    async def quarantine(self) -> c.QuarantineResult:
+        """Cordon and add the NoSchedule quarantine taint."""
+        return await self._rung_call(
+            Rung.QUARANTINE,
+            Activities.QUARANTINE_NODE,
+            c.QuarantineNodeInput(**self._ids()),
+            c.QuarantineResult,
+            "cordon and taint",
+        )
+
+    async def release(self, *, uncordon: bool) -> c.ReleaseResult:
+        """Remove the quarantine taint and uncordon (unless told not to)."""
+        return await self._bookkeeping(
+            Activities.RELEASE_NODE,
+            c.ReleaseNodeInput(**self._ids(), uncordon=uncordon),
+            c.ReleaseResult,
+            "untaint" + (" and uncordon" if uncordon else ""),
+        )
+
+    async def drain(self) -> c.DrainResult:
+        """Evict the node's GPU pods within the rung's timeout."""
+        timeout = self._policy.rung(Rung.STOP_GPU_WORK).timeout
+        return await self._rung_call(
+            Rung.STOP_GPU_WORK,
+            Activities.DRAIN_GPU_PODS,
+            c.DrainGpuPodsInput(**self._ids(), timeout_s=timeout.total_seconds()),
+            c.DrainResult,
+            "evict GPU pods",
+        )
+
+    async def reset_gpus(self, gpus: list[int]) -> c.ResetGpusResult:
+        """Reset the named GPUs (all when empty)."""
+        return await self._rung_call(
+            Rung.GPU_RESET,
+            Activities.RESET_GPUS,
+            c.ResetGpusInput(**self._ids(), gpu_indices=gpus),
+            c.ResetGpusResult,
+            f"reset GPUs {gpus or 'all'}",
+        )
+
+    async def reboot(self, boot_id_before: str) -> c.RebootResult:
+        """Reboot out of band; ``boot_id_before`` makes a retry after the reboot a no-op."""
+        timeout = self._policy.rung(Rung.REBOOT).timeout
+        return await self._rung_call(
+            Rung.REBOOT,
+            Activities.REBOOT_NODE,
+            c.RebootNodeInput(
+                **self._ids(), boot_id_before=boot_id_before, timeout_s=timeout.total_seconds()
+            ),
+            c.RebootResult,
+            "reboot via EC2 and wait for Ready",
+        )
+
+    async def diagnose(self, label: str) -> c.DiagnosticResult:
+        """Run the verification diagnostic at the policy's level."""
+        verification = self._policy.verification
+        return await self._rung_call(
+            Rung.DIAGNOSE,
+            Activities.RUN_DIAGNOSTIC,
+            c.RunDiagnosticInput(**self._ids(), level=verification.diag_level),
+            c.DiagnosticResult,
+            f"DCGM diag level {verification.diag_level} ({label})",
+            limit=verification.timeout,
+        )
+
+    async def delete_node_claim(self, provider_id: str) -> c.DeleteNodeClaimResult:
+        """Delete the node's Karpenter NodeClaim (idempotent)."""
+        return await self._rung_call(
+            Rung.REPLACE,
+            Activities.DELETE_NODE_CLAIM,
+            c.DeleteNodeClaimInput(**self._ids(), provider_id=provider_id),
+            c.DeleteNodeClaimResult,
+            "delete the Karpenter NodeClaim",
+        )
+
+    async def wait_for_replacement(self, pool: str | None) -> c.ReplacementResult:
+        """Wait until the old node is gone and new capacity in the pool is Ready."""
+        timeout = self._policy.rung(Rung.REPLACE).timeout
+        return await self._rung_call(
+            Rung.REPLACE,
+            Activities.WAIT_FOR_REPLACEMENT,
+            c.WaitForReplacementInput(
+                **self._ids(), node_pool=pool, timeout_s=timeout.total_seconds()
+            ),
+            c.ReplacementResult,
+            "wait for the old node to go and new capacity to be Ready",
+        )
+
+    async def escalate(self, fault: FaultClass, reason: str, summary: str) -> c.EscalationResult:
+        """Open a ticket / notify a human."""
+        return await self._bookkeeping(
+            Activities.ESCALATE,
+            c.EscalateInput(
+                **self._ids(), fault_class=fault, reason=reason[:2048], summary=summary[:8192]
+            ),
+            c.EscalationResult,
+            "hand over to a human",
+        )
+
+    async def notify_workload_owner(self, fault: FaultClass, message: str) -> None:
+        """Tell the GPU pods' owners that their application faulted."""
+        await workflow.execute_activity(
+            Activities.NOTIFY_WORKLOAD_OWNER,
+            c.NotifyWorkloadOwnerInput(**self._ids(), fault_class=fault, message=message[:2048]),
+            start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+            retry_policy=BOOKKEEPING_RETRY,
+            summary="notify the workload owner",
+        )
+
+    async def record(
+        self, rung: Rung | None, fault: FaultClass | None, message: str, *, warning: bool
+    ) -> None:
+        """Write the step onto the node (annotation + event) for kubectl users."""
+        await workflow.execute_activity(
+            Activities.RECORD_STEP,
+            c.RecordStepInput(
+                **self._ids(), rung=rung, fault_class=fault, message=message[:1024], warning=warning
+            ),
+            start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+            retry_policy=BOOKKEEPING_RETRY,
+            summary="record on the node",
+        )
+
+    async def _bookkeeping(
+        self, name: str, arg: BaseModel, result_type: type[R], summary: str
+    ) -> R:
+        return await workflow.execute_activity(  # type: ignore[no-any-return]
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+            retry_policy=BOOKKEEPING_RETRY,
+            summary=summary,
+        )
+
+    async def _rung_call(
+        self,
+        rung: Rung,
+        name: str,
+        arg: BaseModel,
+        result_type: type[R],
+        summary: str,
+        *,
+        limit: timedelta | None = None,
+    ) -> R:
+        retry = self._policy.rung(rung).retry
+        handle = workflow.start_activity(
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=limit or self._policy.rung(rung).timeout,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=RetryPolicy(
+                initial_interval=retry.initial_interval,
+                backoff_coefficient=retry.backoff,
+                maximum_interval=retry.max_interval,
+                maximum_attempts=retry.max_attempts,
+                non_retryable_error_types=NON_RETRYABLE,
+            ),
+            summary=summary,
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._aborted())
+        if not handle.done():
+            # Awaiting a cancelled activity raises ActivityError, which the
+            # stage handles like any failure before the abort is acted on.
+            handle.cancel()
+        return await handle  # type: ignore[no-any-return]

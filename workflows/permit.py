@@ -1,0 +1,201 @@
+"""Holder-side helper for the replacement semaphore, used inside a holder workflow.
+
+The holder workflow owns one ``ReplacementPermit`` and must:
+
+* route its ``permit_granted`` signal (``Signals.PERMIT_GRANTED``) to
+  ``ReplacementPermit.on_grant``;
+* run on a worker that also registers ``ReplacementSemaphoreWorkflow``,
+  ``PermitGuardWorkflow`` and the ``ensure_semaphore`` activity (or pass the task
+  queue of one that does);
+* use a fresh request id per acquisition (a released id is not granted again).
+
+``acquire`` makes sure the semaphore exists, starts the guard child that
+releases the permit if the holder dies, then asks and waits. The guard is
+started before the request so that there is no moment where the semaphore
+knows a request that nothing would release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ChildWorkflowError
+from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from gpu_remediation.contracts import EnsureSemaphoreInput
+    from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, Activities, Signals, guard_workflow_id
+    from gpu_remediation.semaphore_models import (
+        PermitGrant,
+        PermitGuardInput,
+        PermitRelease,
+        PermitRequest,
+    )
+    from workflows.permit_guard import PermitGuardWorkflow
+
+ENSURE_SEMAPHORE_TIMEOUT = timedelta(seconds=30)
+"""Start-to-close timeout of the ``ensure_semaphore`` activity (one start call)."""
+
+ENSURE_SEMAPHORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+)
+"""Retried until it succeeds: a holder cannot proceed without the semaphore."""
+
+WAIT_SUMMARY = "waiting for a replacement permit"
+
+
+class ReplacementPermit:
+    """One holder's permit: acquire, observe and release it from workflow code."""
+
+    def __init__(
+        self, semaphore_workflow_id: str = SEMAPHORE_WORKFLOW_ID, task_queue: str | None = None
+    ) -> None:
+        """Prepare a permit; nothing is sent until ``acquire``.
+
+        Args:
+            semaphore_workflow_id: Id of the semaphore workflow (tests use their own).
+            task_queue: Task queue for the ``ensure_semaphore`` activity and the
+                guard child; by default the holder's own.
+        """
+        self._semaphore_workflow_id = semaphore_workflow_id
+        self._task_queue = task_queue
+        self._request_id: str | None = None
+        self._grant: PermitGrant | None = None
+        self._guard: ChildWorkflowHandle[PermitGuardWorkflow, str] | None = None
+
+    @property
+    def request_id(self) -> str | None:
+        """The request being waited for or held, or None."""
+        return self._request_id
+
+    @property
+    def held(self) -> bool:
+        """Whether the permit was granted and not released since."""
+        return self._grant is not None
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the semaphore reclaims the permit if it is not released first."""
+        return self._grant.expires_at if self._grant is not None else None
+
+    def on_grant(self, grant: PermitGrant) -> None:
+        """Record a grant; call from the holder's ``permit_granted`` signal handler.
+
+        Grants for other request ids (a withdrawn or earlier request) are ignored.
+
+        Args:
+            grant: The grant signalled by the semaphore.
+        """
+        if self._request_id is None or grant.request_id != self._request_id:
+            workflow.logger.info(
+                "Ignoring grant for %s (current request: %s)", grant.request_id, self._request_id
+            )
+            return
+        self._grant = grant
+
+    async def acquire(
+        self,
+        request_id: str,
+        lease: timedelta,
+        # Workflow time, bounding a durable wait: asyncio.timeout does not apply.
+        timeout: timedelta,  # noqa: ASYNC109
+        capacity: int,
+    ) -> bool:
+        """Ask for a permit and wait for it.
+
+        Args:
+            request_id: Unique per acquisition (e.g. incident id plus attempt);
+                repeats of it are deduplicated by the semaphore.
+            lease: How long the permit may be held before the semaphore reclaims it.
+            timeout: How long to wait for the grant.
+            capacity: Capacity used only if the semaphore does not exist yet.
+
+        Returns:
+            True if the permit is held; False if none was granted within
+            ``timeout`` (the request is then withdrawn).
+
+        Raises:
+            RuntimeError: If this permit is already requested or held.
+        """
+        if self._request_id is not None:
+            raise RuntimeError(
+                f"permit already requested as {self._request_id!r}; release it first"
+            )
+        await workflow.execute_activity(
+            Activities.ENSURE_SEMAPHORE,
+            EnsureSemaphoreInput(capacity=capacity, workflow_id=self._semaphore_workflow_id),
+            task_queue=self._task_queue,
+            start_to_close_timeout=ENSURE_SEMAPHORE_TIMEOUT,
+            retry_policy=ENSURE_SEMAPHORE_RETRY,
+            summary="ensure the replacement semaphore is running",
+        )
+        info = workflow.info()
+        self._request_id = request_id
+        try:
+            self._guard = await workflow.start_child_workflow(
+                PermitGuardWorkflow.run,
+                PermitGuardInput(
+                    semaphore_workflow_id=self._semaphore_workflow_id,
+                    request_id=request_id,
+                    holder_workflow_id=info.workflow_id,
+                    holder_run_id=info.run_id,
+                ),
+                id=guard_workflow_id(info.workflow_id, request_id),
+                task_queue=self._task_queue,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                static_summary=f"releases permit {request_id} when its holder closes",
+            )
+            await workflow.get_external_workflow_handle(self._semaphore_workflow_id).signal(
+                Signals.REQUEST_PERMIT,
+                PermitRequest(
+                    holder_workflow_id=info.workflow_id,
+                    holder_run_id=info.run_id,
+                    request_id=request_id,
+                    lease=lease,
+                ),
+            )
+            await workflow.wait_condition(
+                lambda: self._grant is not None, timeout=timeout, timeout_summary=WAIT_SUMMARY
+            )
+        except TimeoutError:
+            await self.release("timed out waiting for a permit")
+            return False
+        except (asyncio.CancelledError, Exception):
+            # Cancelled or failed while asking: withdraw now rather than when the
+            # holder closes, since the holder may go on doing cleanup for a while.
+            # (Not BaseException: a worker evicting this workflow from its cache
+            # closes the coroutine with GeneratorExit, which must not await.)
+            await self.release("holder stopped waiting")
+            raise
+        return True
+
+    async def release(self, reason: str = "released") -> None:
+        """Give the permit back (or withdraw the request) and stop the guard.
+
+        Idempotent: does nothing if nothing is requested or held.
+
+        Args:
+            reason: Recorded by the semaphore's log.
+        """
+        request_id, guard = self._request_id, self._guard
+        if request_id is None:
+            return
+        self._request_id, self._grant, self._guard = None, None, None
+        try:
+            await workflow.get_external_workflow_handle(self._semaphore_workflow_id).signal(
+                Signals.RELEASE_PERMIT, PermitRelease(request_id=request_id, reason=reason)
+            )
+        finally:
+            if guard is not None:
+                guard.cancel()
+                try:
+                    # The guard releases once more (idempotent) and completes;
+                    # waiting for it leaves no child behind.
+                    await guard
+                except ChildWorkflowError as err:
+                    # Only if someone terminated the guard: the release above
+                    # already went out, so there is nothing left to undo.
+                    workflow.logger.warning("Permit guard of %s ended badly: %s", request_id, err)
