@@ -91,9 +91,14 @@ class SemaphoreInput(Model):
 
 
 class SetCapacityInput(Model):
-    """Change the number of permits."""
+    """Change the number of permits (1..MAX_CAPACITY).
 
-    capacity: int = Field(ge=1, le=MAX_CAPACITY)
+    The bounds are checked by the semaphore's update validator, not here: a
+    payload that fails to decode is rejected only as "Failed decoding
+    arguments", while the validator tells the operator what is wrong.
+    """
+
+    capacity: int
 
 
 class ForceReleaseInput(Model):

@@ -11,6 +11,15 @@ from gpu_remediation.models import Evidence, FaultClass, Model, Outcome, Rung
 from gpu_remediation.policy import Policy
 
 
+class RungAttempt(Model):
+    """One run of a rung and how it went."""
+
+    rung: Rung
+    started_at: datetime
+    ended_at: datetime | None = None
+    result: str = ""
+
+
 class NodeRemediationInput(Model):
     """Start a node's incident (evidence arrives by signal-with-start)."""
 
@@ -19,6 +28,11 @@ class NodeRemediationInput(Model):
     policy: Policy
     prior_incidents: int = Field(
         default=0, ge=0, description="Incidents of this node within the repeat-offender window."
+    )
+    prior_attempts: list[RungAttempt] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Rung attempts of this node's earlier incidents (per-node attempt limits).",
     )
     semaphore_workflow_id: str = Field(
         default=SEMAPHORE_WORKFLOW_ID, min_length=1, description="The replacement semaphore."
@@ -40,15 +54,6 @@ class Decision(Model):
     action: str
     reason: str = ""
     rung: Rung | None = None
-
-
-class RungAttempt(Model):
-    """One run of a rung and how it went."""
-
-    rung: Rung
-    started_at: datetime
-    ended_at: datetime | None = None
-    result: str = ""
 
 
 class NodeRemediationState(Model):

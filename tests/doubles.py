@@ -9,6 +9,7 @@ Benchmarks use it as the "instant test activities".
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
@@ -70,6 +71,11 @@ class FakeFleet:
     calls: list[tuple[str, object]] = field(default_factory=list)
     boot_counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     boot_id: str = "boot-0"
+    reboots: int = 0
+    crash_after_reboot: bool = False
+    replace_seconds: float = 0.0
+    replacing: int = 0
+    max_replacing: int = 0
 
     def called(self, name: str) -> int:
         """How many times activity ``name`` ran."""
@@ -125,7 +131,15 @@ class FakeFleet:
         @activity.defn(name=Activities.REBOOT_NODE)
         async def reboot_node(input: c.RebootNodeInput) -> c.RebootResult:
             self._log(Activities.REBOOT_NODE, input)
+            # Like the real activity: a changed boot id means the reboot
+            # already happened (a retry after a crash), so do not reboot again.
+            if self.boot_id != input.boot_id_before:
+                return c.RebootResult(boot_id_after=self.boot_id, rebooted_by_this_call=False)
+            self.reboots += 1
             self.boot_id = f"boot-{next(self.boot_counter)}"
+            if self.crash_after_reboot:
+                self.crash_after_reboot = False
+                raise ApplicationError("worker lost after issuing the reboot (scripted)")
             return c.RebootResult(boot_id_after=self.boot_id, rebooted_by_this_call=True)
 
         @activity.defn(name=Activities.RUN_DIAGNOSTIC)
@@ -147,6 +161,14 @@ class FakeFleet:
         @activity.defn(name=Activities.WAIT_FOR_REPLACEMENT)
         async def wait_for_replacement(input: c.WaitForReplacementInput) -> c.ReplacementResult:
             self._log(Activities.WAIT_FOR_REPLACEMENT, input)
+            # Overlap is measured in real time: holders of a permit replace
+            # concurrently, and the count must never pass the cap.
+            self.replacing += 1
+            self.max_replacing = max(self.max_replacing, self.replacing)
+            try:
+                await asyncio.sleep(self.replace_seconds)
+            finally:
+                self.replacing -= 1
             return c.ReplacementResult(old_node_gone=True, new_node=f"{input.node}-new")
 
         @activity.defn(name=Activities.CHECK_BREAKER)

@@ -326,8 +326,9 @@ class NodeRemediationWorkflow:
             if self._skip_to is not None:
                 rung, self._skip_to, self._retry = self._skip_to, None, False
             else:
+                attempts = [*self._input.prior_attempts, *self._record.attempts]
                 blocked = ladder.blocked_by_policy(
-                    rung, self._ceiling, self._record.attempts, workflow.now(), self._policy
+                    rung, self._ceiling, attempts, workflow.now(), self._policy
                 )
                 if blocked is not None:
                     self._record.decide("ladder", f"pass over {rung}", blocked, rung)

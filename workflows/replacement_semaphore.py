@@ -194,8 +194,8 @@ class ReplacementSemaphoreWorkflow:
 
     @set_capacity.validator
     def _validate_set_capacity(self, input: SetCapacityInput) -> None:
-        # The model bounds the value too; this keeps the operator-facing message
-        # explicit should the model's bounds ever be loosened.
+        # The only bounds check: SetCapacityInput leaves it here so the operator
+        # sees this message rather than a decoding failure.
         if not 1 <= input.capacity <= MAX_CAPACITY:
             raise ValueError(f"capacity must be between 1 and {MAX_CAPACITY}, got {input.capacity}")
 

@@ -28,9 +28,8 @@ def xid(code: int, gpu: int | None = 0, **kw: Any) -> XidEvidence:
 
 def dcgm(error_id: int | None, severity: int | None = None, **kw: Any) -> DcgmEvidence:
     kw.setdefault("gpu_index", 0)
-    return DcgmEvidence(
-        observed_at=T0, source="dcgm", check="health", error_id=error_id, severity=severity, **kw
-    )
+    kw.setdefault("check", "health")
+    return DcgmEvidence(observed_at=T0, source="dcgm", error_id=error_id, severity=severity, **kw)
 
 
 def efa(check: str, **kw: Any) -> EfaEvidence:

@@ -25,6 +25,7 @@ from gpu_remediation.workflow_models import (
     NodeRemediationInput,
     NodeRemediationResult,
     NodeRemediationState,
+    RungAttempt,
 )
 from tests.doubles import FakeFleet
 from worker import build_worker
@@ -93,6 +94,7 @@ class Cluster:
         *evidence: Evidence,
         pol: Policy | None = None,
         prior_incidents: int = 0,
+        prior_attempts: Sequence[RungAttempt] = (),
         report_id: str = "",
     ) -> NodeHandle:
         """Signal-with-start the node's workflow with evidence, as triggers do."""
@@ -104,6 +106,7 @@ class Cluster:
                 node=node,
                 policy=pol or policy(),
                 prior_incidents=prior_incidents,
+                prior_attempts=list(prior_attempts),
                 semaphore_workflow_id=self.semaphore_id,
             ),
             id=node_workflow_id(self.name, node),

@@ -11,7 +11,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
-from gpu_remediation.ids import Queries, Signals
+from gpu_remediation.ids import Signals
 from gpu_remediation.semaphore_models import (
     PermitGrant,
     PermitRelease,
@@ -70,9 +70,8 @@ async def start_semaphore(
 
 async def semaphore_state(client: Client, semaphore_id: str) -> SemaphoreState:
     """Query the semaphore's current run."""
-    return await client.get_workflow_handle(semaphore_id).query(
-        Queries.STATE, result_type=SemaphoreState
-    )
+    handle = client.get_workflow_handle_for(ReplacementSemaphoreWorkflow.run, semaphore_id)
+    return await handle.query(ReplacementSemaphoreWorkflow.state)
 
 
 def holder_ids(state: SemaphoreState) -> list[str]:

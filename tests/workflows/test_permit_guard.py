@@ -1,0 +1,148 @@
+"""The guard child releases its holder's request however the guard is stopped."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+
+from gpu_remediation.ids import guard_workflow_id
+from gpu_remediation.semaphore_models import PermitGuardInput
+from tests.conftest import assert_eventually
+from tests.workflows.holder_models import HolderInput
+from tests.workflows.semaphore_holders import SemaphoreHolderWorkflow
+from tests.workflows.semaphore_support import (
+    holder_ids,
+    holder_status,
+    new_semaphore_id,
+    request_permit,
+    semaphore_state,
+    semaphore_worker,
+    start_holder,
+    start_recorder,
+    start_semaphore,
+    waiter_ids,
+)
+from workflows.permit_guard import RELEASED, SEMAPHORE_GONE, PermitGuardWorkflow
+
+
+def guard_input(semaphore_id: str, holder_id: str, request_id: str) -> PermitGuardInput:
+    return PermitGuardInput(
+        semaphore_workflow_id=semaphore_id,
+        request_id=request_id,
+        holder_workflow_id=holder_id,
+        holder_run_id="run",
+    )
+
+
+async def test_cancelled_guard_signals_the_release(dev_client: Client, task_queue: str) -> None:
+    semaphore_id = new_semaphore_id()
+    async with semaphore_worker(dev_client, task_queue):
+        await start_semaphore(dev_client, task_queue, semaphore_id, capacity=1)
+        holder = await start_recorder(dev_client, task_queue, f"{semaphore_id}/holder")
+        await request_permit(dev_client, semaphore_id, holder, "held")
+        await assert_eventually(
+            lambda: semaphore_state(dev_client, semaphore_id), lambda s: holder_ids(s) == ["held"]
+        )
+        guard = await dev_client.start_workflow(
+            PermitGuardWorkflow.run,
+            guard_input(semaphore_id, holder.id, "held"),
+            id=f"{semaphore_id}/guard",
+            task_queue=task_queue,
+        )
+
+        await guard.cancel()
+
+        assert await guard.result() == RELEASED
+        state = await assert_eventually(
+            lambda: semaphore_state(dev_client, semaphore_id), lambda s: not s.holders
+        )
+        assert "held" in state.recently_released
+
+
+async def test_guard_completes_when_the_semaphore_is_gone(
+    dev_client: Client, task_queue: str
+) -> None:
+    semaphore_id = new_semaphore_id()
+    async with semaphore_worker(dev_client, task_queue):
+        guard = await dev_client.start_workflow(
+            PermitGuardWorkflow.run,
+            guard_input(semaphore_id, "holder", "r"),
+            id=f"{semaphore_id}/guard",
+            task_queue=task_queue,
+        )
+        await guard.cancel()
+        assert await guard.result() == SEMAPHORE_GONE
+
+
+async def test_holder_release_stops_its_guard(dev_client: Client, task_queue: str) -> None:
+    semaphore_id = new_semaphore_id()
+    async with semaphore_worker(dev_client, task_queue):
+        holder = await start_holder(dev_client, task_queue, semaphore_id, "r")
+        await assert_eventually(lambda: holder_status(holder), lambda s: s.held)
+        guard = dev_client.get_workflow_handle(guard_workflow_id(holder.id, "r"))
+        assert (await guard.describe()).status == WorkflowExecutionStatus.RUNNING
+
+        await holder.signal(SemaphoreHolderWorkflow.finish)
+        report = await holder.result()
+
+        assert report.acquired
+        # release() waited for the guard: it is done before the holder completes.
+        assert (await guard.describe()).status == WorkflowExecutionStatus.COMPLETED
+        assert await guard.result() == RELEASED
+        assert not (await semaphore_state(dev_client, semaphore_id)).holders
+
+
+async def test_timed_out_holder_releases_through_its_guard(
+    dev_client: Client, task_queue: str
+) -> None:
+    semaphore_id = new_semaphore_id()
+    async with semaphore_worker(dev_client, task_queue):
+        # A run timeout closes the holder without running any of its code.
+        holder = await dev_client.start_workflow(
+            SemaphoreHolderWorkflow.run,
+            HolderInput(semaphore_workflow_id=semaphore_id, request_id="r"),
+            id=f"{semaphore_id}/timing-out-holder",
+            task_queue=task_queue,
+            run_timeout=timedelta(seconds=2),
+        )
+        await assert_eventually(lambda: holder_status(holder), lambda s: s.held)
+        state = await assert_eventually(
+            lambda: semaphore_state(dev_client, semaphore_id),
+            lambda s: not s.holders,
+            timeout=8,
+            message="timed-out holder's permit released",
+        )
+        assert "r" in state.recently_released
+        with pytest.raises(WorkflowFailureError):
+            await holder.result()
+
+
+async def test_acquire_timeout_withdraws_the_request(ts_client: Client, task_queue: str) -> None:
+    semaphore_id = new_semaphore_id()
+    async with semaphore_worker(ts_client, task_queue):
+        holder = await start_holder(ts_client, task_queue, semaphore_id, "holder")
+        await assert_eventually(lambda: holder_status(holder), lambda s: s.held)
+        impatient = await start_holder(
+            ts_client,
+            task_queue,
+            semaphore_id,
+            "impatient",
+            acquire_timeout=timedelta(minutes=5),
+        )
+        await assert_eventually(
+            lambda: semaphore_state(ts_client, semaphore_id),
+            lambda s: waiter_ids(s) == ["impatient"],
+        )
+
+        # Waiting for the result lets the test server skip to the timeout.
+        report = await impatient.result()
+
+        assert not report.acquired
+        state = await semaphore_state(ts_client, semaphore_id)
+        assert not state.waiters
+        assert holder_ids(state) == ["holder"]
+        guard = ts_client.get_workflow_handle(guard_workflow_id(impatient.id, "impatient"))
+        assert await guard.result() == RELEASED
+        await holder.terminate("test over")
