@@ -1,0 +1,138 @@
+"""Regenerate tests/workflows/histories/node_*.json from real runs.
+
+Run ``.venv/bin/python -m tests.workflows.make_node_histories`` after an
+intended change to the node workflow's commands (and only then): the replay
+test fails on any unintended one, which would break incidents in flight.
+Each scenario takes a different path through the ladder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation.ids import Updates
+from gpu_remediation.models import FaultClass, Rung
+from gpu_remediation.temporal_setup import register_search_attributes, time_skipping_server_path
+from gpu_remediation.workflow_models import (
+    AbortInput,
+    ApproveInput,
+    NodeRemediationState,
+    OperatorRequest,
+)
+from tests.conftest import assert_eventually
+from tests.doubles import FakeFleet, failing_diag
+from tests.workflows.node_support import (
+    Cluster,
+    NodeHandle,
+    cluster,
+    condition,
+    policy,
+    with_fault_class,
+    with_rung,
+    xid,
+)
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def reboot_repairs(c: Cluster) -> NodeHandle:
+    return await c.report("gpu-h1", xid(79, gpu=3))
+
+
+async def climbs_to_replacement(c: Cluster) -> NodeHandle:
+    c.fleet.reset_status = "not_supported"
+    c.fleet.diagnostics = [failing_diag(80)]
+    return await c.report("gpu-h2", xid(48, gpu=1))
+
+
+async def approval_pause_resume(c: Cluster) -> NodeHandle:
+    handle = await c.report(
+        "gpu-h3", xid(79), pol=with_rung(policy(), Rung.REBOOT, requires_approval=True)
+    )
+    await assert_eventually(
+        lambda: c.state(handle), lambda s: s.waiting_for == "approval of reboot"
+    )
+    await handle.execute_update(
+        Updates.PAUSE, OperatorRequest(by="h"), result_type=NodeRemediationState
+    )
+    await handle.execute_update(
+        Updates.RESUME, OperatorRequest(by="h"), result_type=NodeRemediationState
+    )
+    await handle.execute_update(
+        Updates.APPROVE, ApproveInput(rung=Rung.REBOOT), result_type=NodeRemediationState
+    )
+    return handle
+
+
+async def grace_transient(c: Cluster) -> NodeHandle:
+    pol = with_fault_class(policy(), FaultClass.NODE_NOT_READY, grace=timedelta(minutes=10))
+    handle = await c.report("gpu-h4", condition("Ready", "False"), pol=pol)
+    await assert_eventually(lambda: c.state(handle), lambda s: s.stage == "grace")
+    await c.signal(handle, "gpu-h4", condition("Ready", "True", cleared=True))
+    return handle
+
+
+async def breaker_then_abort(c: Cluster) -> NodeHandle:
+    c.fleet.pool_unhealthy = 8
+    handle = await c.report("gpu-h5", xid(79))
+    await assert_eventually(
+        lambda: c.state(handle), lambda s: s.rung == Rung.ESCALATE and s.waiting_for is not None
+    )
+    await handle.execute_update(
+        Updates.ABORT, AbortInput(reason="h"), result_type=NodeRemediationState
+    )
+    return handle
+
+
+async def relapse_in_cooldown(c: Cluster) -> NodeHandle:
+    handle = await c.report("gpu-h6", xid(48, gpu=2), pol=policy(cooldown=timedelta(hours=1)))
+    await assert_eventually(lambda: c.state(handle), lambda s: s.stage == "cooldown")
+    await c.signal(handle, "gpu-h6", xid(48, gpu=2))
+    return handle
+
+
+async def dry_run(c: Cluster) -> NodeHandle:
+    return await c.report("gpu-h7", xid(79), pol=policy(dry_run=True))
+
+
+SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
+    "reboot_repairs": reboot_repairs,
+    "climbs_to_replacement": climbs_to_replacement,
+    "approval_pause_resume": approval_pause_resume,
+    "grace_transient": grace_transient,
+    "breaker_then_abort": breaker_then_abort,
+    "relapse_in_cooldown": relapse_in_cooldown,
+    "dry_run": dry_run,
+}
+
+
+async def main() -> None:
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(time_skipping_server_path()),
+    )
+    await register_search_attributes(env.client)
+    try:
+        for name, scenario in SCENARIOS.items():
+            async with cluster(env, f"history-{uuid.uuid4()}", FakeFleet()) as c:
+                handle = await scenario(c)
+                await handle.result()
+                history = await handle.fetch_history()
+            # The workflow id is part of what replay checks (child ids derive from it).
+            record = {"workflow_id": handle.id, "history": json.loads(history.to_json())}
+            (HISTORIES / f"node_{name}.json").write_text(json.dumps(record, indent=1))
+            print(f"recorded node_{name}.json ({len(history.events)} events)")
+    finally:
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
