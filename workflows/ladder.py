@@ -23,7 +23,9 @@ def starting_point(
     """Return the first rung, the highest rung allowed and why.
 
     A repeat offender (the Nth incident within the policy's window) starts at
-    the repeat-offender rung, which also lifts the ceiling to at least that rung.
+    the repeat-offender rung, but never above the fault class's ceiling: a
+    class that must not replace on its own (unknown evidence) does not start
+    replacing because a buggy rule fired on the node three times.
 
     Args:
         classification: The classifier's verdict on the evidence.
@@ -39,14 +41,12 @@ def starting_point(
         and prior_incidents + 1 >= rule.incidents
         and rule.start_rung.order > start.order
     ):
+        target = rule.start_rung if rule.start_rung.order <= ceiling.order else ceiling
         reason = (
             f"repeat offender: incident {prior_incidents + 1} within {rule.window}, "
-            f"starting at {rule.start_rung} instead of {start}"
+            f"starting at {target} instead of {start}"
         )
-        start = rule.start_rung
-        if ceiling.order < start.order:
-            ceiling = start
-        return first_working_rung(start), ceiling, reason
+        return first_working_rung(target), ceiling, reason
     return first_working_rung(start), ceiling, f"{classification.fault_class}: start at {start}"
 
 

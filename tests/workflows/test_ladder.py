@@ -28,9 +28,10 @@ def test_the_second_incident_starts_where_its_class_says() -> None:
     assert start == Rung.GPU_RESET
 
 
-def test_repeat_offender_lifts_a_low_ceiling() -> None:
-    _, ceiling, _ = ladder.starting_point(verdict(Rung.DIAGNOSE, Rung.REBOOT), policy(), 5)
-    assert ceiling == Rung.REPLACE
+def test_repeat_offender_never_starts_above_the_class_ceiling() -> None:
+    start, ceiling, _ = ladder.starting_point(verdict(Rung.DIAGNOSE, Rung.REBOOT), policy(), 5)
+    assert start == Rung.REBOOT
+    assert ceiling == Rung.REBOOT
 
 
 def test_an_untouchable_fault_has_no_start_even_for_repeat_offenders() -> None:

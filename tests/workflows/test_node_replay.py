@@ -21,14 +21,18 @@ from worker import WORKFLOWS
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("node_*.json"))
 
 
+def load(path: Path) -> WorkflowHistory:
+    record = json.loads(path.read_text())
+    return WorkflowHistory.from_json(record["workflow_id"], record["history"])
+
+
 def replayer() -> Replayer:
     return Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_recorded_incident_replays(path: Path) -> None:
-    record = json.loads(path.read_text())
-    history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
+    history = load(path)
     result = await replayer().replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
 
