@@ -96,9 +96,15 @@ class Cluster:
         prior_incidents: int = 0,
         prior_attempts: Sequence[RungAttempt] = (),
         report_id: str = "",
+        stamp: bool = True,
     ) -> NodeHandle:
-        """Signal-with-start the node's workflow with evidence, as triggers do."""
-        evidence = await self.stamped(evidence)
+        """Signal-with-start the node's workflow with evidence, as triggers do.
+
+        With ``stamp`` the evidence is observed "now" on the server's clock;
+        without it the evidence is sent exactly as given (repeats of an alert).
+        """
+        if stamp:
+            evidence = await self.stamped(evidence)
         return await self.client.start_workflow(
             NodeRemediationWorkflow.run,
             NodeRemediationInput(

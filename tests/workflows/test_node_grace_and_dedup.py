@@ -40,10 +40,13 @@ async def test_fifty_duplicate_alerts_make_one_run(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     pol = with_fault_class(policy(), FaultClass.GPU_RESET_REQUIRED, grace=timedelta(minutes=5))
-    evidence = xid(48, gpu=2)
     async with cluster(time_skipping_env, task_queue) as c:
+        (evidence,) = await c.stamped([xid(48, gpu=2)])
         handles = await asyncio.gather(
-            *(c.report("gpu-12", evidence, pol=pol, report_id=f"alert-{i % 5}") for i in range(50))
+            *(
+                c.report("gpu-12", evidence, pol=pol, report_id=f"alert-{i % 5}", stamp=False)
+                for i in range(50)
+            )
         )
         run_ids = {h.result_run_id for h in handles}
         state = await c.state(handles[0])

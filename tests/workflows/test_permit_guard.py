@@ -122,7 +122,11 @@ async def test_timed_out_holder_releases_through_its_guard(
 async def test_acquire_timeout_withdraws_the_request(ts_client: Client, task_queue: str) -> None:
     semaphore_id = new_semaphore_id()
     async with semaphore_worker(ts_client, task_queue):
-        holder = await start_holder(ts_client, task_queue, semaphore_id, "holder")
+        # Skipping time while waiting for the result may run past the timeout:
+        # the lease outlasts any skip this test makes.
+        holder = await start_holder(
+            ts_client, task_queue, semaphore_id, "holder", lease=timedelta(days=365)
+        )
         await assert_eventually(lambda: holder_status(holder), lambda s: s.held)
         impatient = await start_holder(
             ts_client,
