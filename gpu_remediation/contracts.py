@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, is_valid_node_name
-from gpu_remediation.models import Evidence, FaultClass, GpuIndex, Model, Rung
+from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID
+from gpu_remediation.models import Evidence, FaultClass, GpuIndex, Model, NodeName, Rung
 
 QUARANTINE_TAINT_KEY = "gpu-remediation.io/quarantine"
 
@@ -22,15 +22,8 @@ QUARANTINE_TAINT_KEY = "gpu-remediation.io/quarantine"
 class NodeInput(Model):
     """Base of every activity input that names a node."""
 
-    node: str
+    node: NodeName
     incident_id: str = Field(min_length=1, max_length=512)
-
-    @field_validator("node")
-    @classmethod
-    def _node_name(cls, value: str) -> str:
-        if not is_valid_node_name(value):
-            raise ValueError(f"invalid node name {value!r}")
-        return value
 
 
 class NodeConditionState(Model):

@@ -12,11 +12,21 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gpu_remediation.ids import is_valid_node_name
 
 GpuIndex = Annotated[int, Field(ge=0, le=63)]
+
+
+def _node_name(value: str) -> str:
+    if not is_valid_node_name(value):
+        raise ValueError(f"invalid node name {value!r}")
+    return value
+
+
+NodeName = Annotated[str, AfterValidator(_node_name)]
+"""A Kubernetes node name, validated before anything acts on it."""
 
 
 class Model(BaseModel):
@@ -204,18 +214,11 @@ Evidence = Annotated[
 class EvidenceReport(Model):
     """What a trigger sends to a node's workflow (the signal-with-start payload)."""
 
-    node: str
+    node: NodeName
     evidence: list[Evidence] = Field(min_length=1, max_length=256)
     report_id: str = Field(
         default="", max_length=256, description="Idempotency key; repeats are ignored."
     )
-
-    @field_validator("node")
-    @classmethod
-    def _node_name(cls, value: str) -> str:
-        if not is_valid_node_name(value):
-            raise ValueError(f"invalid node name {value!r}")
-        return value
 
 
 class Classification(Model):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, is_valid_node_name
-from gpu_remediation.models import Evidence, FaultClass, Model, Outcome, Rung
+from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID
+from gpu_remediation.models import Evidence, FaultClass, Model, NodeName, Outcome, Rung
 from gpu_remediation.policy import Policy
 
 
@@ -24,7 +24,7 @@ class NodeRemediationInput(Model):
     """Start a node's incident (evidence arrives by signal-with-start)."""
 
     cluster: str = Field(min_length=1, max_length=100)
-    node: str
+    node: NodeName
     policy: Policy
     prior_incidents: int = Field(
         default=0, ge=0, description="Incidents of this node within the repeat-offender window."
@@ -37,13 +37,6 @@ class NodeRemediationInput(Model):
     semaphore_workflow_id: str = Field(
         default=SEMAPHORE_WORKFLOW_ID, min_length=1, description="The replacement semaphore."
     )
-
-    @field_validator("node")
-    @classmethod
-    def _node_name(cls, value: str) -> str:
-        if not is_valid_node_name(value):
-            raise ValueError(f"invalid node name {value!r}")
-        return value
 
 
 class Decision(Model):
