@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +60,47 @@ def proc_cpu_seconds(pid: int) -> float:
     ticks = os.sysconf("SC_CLK_TCK")
     # Fields after the command: state is index 0, utime 11, stime 12.
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def system_busy_seconds() -> float:
+    """CPU seconds all processes of the machine have been busy (from /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal ...: everything but idle and iowait.
+    busy = sum(fields[:3]) + sum(fields[5:8])
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class CpuWindow:
+    """CPU used during a measurement: server, this process, and everything else."""
+
+    server_s: float = 0.0
+    python_s: float = 0.0
+    other_s: float = 0.0
+
+
+@contextlib.contextmanager
+def cpu_window(server: DevServer, extra_pids: Sequence[int] = ()) -> Iterator[CpuWindow]:
+    """Measure CPU seconds of the server, this process (+ ``extra_pids``) and the rest.
+
+    ``other_s`` is CPU used by unrelated processes on the machine meanwhile: when it
+    is large, the wall times of that window are disturbed.
+    """
+    window = CpuWindow()
+    server0, python0, busy0 = server.cpu_seconds(), time.process_time(), system_busy_seconds()
+    extra0 = sum(proc_cpu_seconds(pid) for pid in extra_pids)
+    try:
+        yield window
+    finally:
+        window.server_s = server.cpu_seconds() - server0
+        window.python_s = (
+            time.process_time()
+            - python0
+            + sum(proc_cpu_seconds(pid) for pid in extra_pids)
+            - extra0
+        )
+        busy = system_busy_seconds() - busy0
+        window.other_s = max(0.0, busy - window.server_s - window.python_s)
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -112,9 +153,7 @@ async def dev_server(label: str) -> AsyncIterator[DevServer]:
             *dev_server_search_attribute_args(),
         ]
         log = (Path(tmp) / "server.log").open("wb")
-        process = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        process = _spawn(args, log)
         try:
             server = DevServer(f"127.0.0.1:{port}", process, db_path)
             await _wait_until_serving(server, Path(tmp) / "server.log")
@@ -124,14 +163,20 @@ async def dev_server(label: str) -> AsyncIterator[DevServer]:
             log.close()
 
 
+def _spawn(args: list[str], log: Any) -> subprocess.Popen[bytes]:
+    # Its own session, so that killing it reaches the whole process group.
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-2000:]
+
+
 async def _wait_until_serving(server: DevServer, log: Path) -> None:
     deadline = time.monotonic() + SERVER_START_TIMEOUT
     while True:
         if server.process.poll() is not None:
-            raise RuntimeError(
-                f"dev server exited with {server.process.returncode}: "
-                f"{log.read_text(errors='replace')[-2000:]}"
-            )
+            raise RuntimeError(f"dev server exited with {server.process.returncode}: {_tail(log)}")
         try:
             client = await connect(server.address)
             # Connecting is lazy about the namespace: ask for something real.
@@ -159,6 +204,19 @@ async def bounded(
             return await run_one(item)
 
     return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+async def poll_until(
+    check: Callable[[], Awaitable[bool]], *, limit_s: float = 120.0, interval: float = 0.05
+) -> None:
+    """Await ``check`` every ``interval`` seconds until it is true; fail after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        if await check():
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {limit_s} s")
+        await asyncio.sleep(interval)
 
 
 def machine_notes() -> dict[str, Any]:

@@ -35,7 +35,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from bench.baseline_workflow import GO_SIGNAL, BaselineWorkflow, noop_activity
-from bench.common import DevServer, bounded, connect, dev_server
+from bench.common import CpuWindow, DevServer, bounded, connect, cpu_window, dev_server
 from gpu_remediation.ids import Signals, node_workflow_id
 from gpu_remediation.models import EvidenceReport, Outcome
 from gpu_remediation.policy import Policy
@@ -65,6 +65,7 @@ class PhaseResult:
     activities_per_s: float
     server_cpu_s: float
     python_cpu_s: float
+    other_cpu_s: float
     history_events_per_workflow: int
     workflow_tasks_per_workflow: int
     event_types: dict[str, int] = field(default_factory=dict)
@@ -113,21 +114,16 @@ async def _start_incident(
 
 async def _measure(
     server: DevServer, items: list[str], in_flight: int, run_one: Any
-) -> tuple[float, float, float, list[Any]]:
-    cpu_server, cpu_python = server.cpu_seconds(), time.process_time()
-    started = time.perf_counter()
-    results = await bounded(items, in_flight, run_one)
-    seconds = time.perf_counter() - started
-    return (
-        seconds,
-        server.cpu_seconds() - cpu_server,
-        time.process_time() - cpu_python,
-        results,
-    )
+) -> tuple[float, CpuWindow, list[Any]]:
+    with cpu_window(server) as cpu:
+        started = time.perf_counter()
+        results = await bounded(items, in_flight, run_one)
+        seconds = time.perf_counter() - started
+    return seconds, cpu, results
 
 
 async def ladder_phase(
-    workflows: int, in_flight: int, path: str
+    workflows: int, in_flight: int, path: str, **worker_options: Any
 ) -> tuple[PhaseResult, int, list[str]]:
     """Run the incidents; return the result, activities per incident and their names."""
     async with dev_server("ladder") as server:
@@ -136,7 +132,9 @@ async def ladder_phase(
         fleet = _fleet(path, workflows)
         pol = _policy(path, workflows)
         semaphore_id = f"bench-semaphore/{uuid.uuid4()}"
-        worker = build_worker(client, fleet.activities(), task_queue, **WORKER_OPTIONS)
+        worker = build_worker(
+            client, fleet.activities(), task_queue, **{**WORKER_OPTIONS, **worker_options}
+        )
         async with worker:
             # Calibration (and warm-up): one incident, counted on its own.
             handle = await _start_incident(client, task_queue, pol, semaphore_id, "warmup-0")
@@ -153,9 +151,7 @@ async def ladder_phase(
                 return (await h.result()).outcome
 
             nodes = [f"node-{i:04d}" for i in range(workflows)]
-            seconds, server_cpu, python_cpu, outcomes = await _measure(
-                server, nodes, in_flight, one
-            )
+            seconds, cpu, outcomes = await _measure(server, nodes, in_flight, one)
             wrong = Counter(o for o in outcomes if o != EXPECTED[path])
             if wrong:
                 raise RuntimeError(f"unexpected outcomes: {dict(wrong)}")
@@ -169,8 +165,9 @@ async def ladder_phase(
         seconds=round(seconds, 2),
         workflows_per_s=round(workflows / seconds, 1),
         activities_per_s=round(workflows * activities / seconds, 1),
-        server_cpu_s=round(server_cpu, 1),
-        python_cpu_s=round(python_cpu, 1),
+        server_cpu_s=round(cpu.server_s, 1),
+        python_cpu_s=round(cpu.python_s, 1),
+        other_cpu_s=round(cpu.other_s, 1),
         history_events_per_workflow=events,
         workflow_tasks_per_workflow=types["WORKFLOW_TASK_COMPLETED"],
         event_types=dict(sorted(types.items())),
@@ -206,9 +203,7 @@ async def baseline_phase(workflows: int, in_flight: int, steps: int) -> PhaseRes
             await one("baseline/warmup")
             events, types = await _history_profile(client, "baseline/warmup")
             ids = [f"baseline/{i:04d}" for i in range(workflows)]
-            seconds, server_cpu, python_cpu, results = await _measure(
-                server, ids, in_flight, one
-            )
+            seconds, cpu, results = await _measure(server, ids, in_flight, one)
             if any(r != steps for r in results):
                 raise RuntimeError("a baseline workflow did not run all its activities")
     return PhaseResult(
@@ -217,12 +212,20 @@ async def baseline_phase(workflows: int, in_flight: int, steps: int) -> PhaseRes
         seconds=round(seconds, 2),
         workflows_per_s=round(workflows / seconds, 1),
         activities_per_s=round(workflows * steps / seconds, 1),
-        server_cpu_s=round(server_cpu, 1),
-        python_cpu_s=round(python_cpu, 1),
+        server_cpu_s=round(cpu.server_s, 1),
+        python_cpu_s=round(cpu.python_s, 1),
+        other_cpu_s=round(cpu.other_s, 1),
         history_events_per_workflow=events,
         workflow_tasks_per_workflow=types["WORKFLOW_TASK_COMPLETED"],
         event_types=dict(sorted(types.items())),
     )
+
+
+def _cpu(phase: PhaseResult) -> str:
+    text = f"CPU: server {phase.server_cpu_s} s, python {phase.python_cpu_s} s"
+    if phase.other_cpu_s > 0.1 * phase.seconds:
+        text += f", other processes {phase.other_cpu_s} s (disturbed)"
+    return text
 
 
 async def run(
@@ -235,19 +238,24 @@ async def run(
     print(
         f"[ladder] ladder: {ladder.seconds:.2f} s ({ladder.workflows_per_s}/s), "
         f"{activities} activities and {ladder.history_events_per_workflow} history events "
-        f"per incident",
+        f"per incident; {_cpu(ladder)}",
         flush=True,
     )
     print(f"[ladder] baseline: {count} x {activities} no-op activities ...", flush=True)
     baseline = await baseline_phase(count, in_flight, activities)
     ratio = ladder.seconds / baseline.seconds
+    cpu_ratio = (ladder.server_cpu_s + ladder.python_cpu_s) / (
+        baseline.server_cpu_s + baseline.python_cpu_s
+    )
     print(
         f"[ladder] baseline: {baseline.seconds:.2f} s ({baseline.workflows_per_s}/s), "
-        f"{baseline.history_events_per_workflow} history events per workflow",
+        f"{baseline.history_events_per_workflow} history events per workflow; "
+        f"{_cpu(baseline)}",
         flush=True,
     )
     print(
-        f"[ladder] ratio ladder/baseline = {ratio:.2f} (target <= {TARGET_RATIO})",
+        f"[ladder] ratio ladder/baseline = {ratio:.2f} (target <= {TARGET_RATIO}); "
+        f"CPU ratio (server + python) = {cpu_ratio:.2f}",
         flush=True,
     )
     return {
@@ -260,6 +268,7 @@ async def run(
         "ladder": asdict(ladder),
         "baseline": asdict(baseline),
         "ratio": round(ratio, 2),
+        "cpu_ratio": round(cpu_ratio, 2),
         "target_ratio": TARGET_RATIO,
         "ok": ratio <= TARGET_RATIO,
     }
@@ -279,4 +288,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-

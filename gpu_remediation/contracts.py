@@ -92,7 +92,16 @@ class DrainResult(Model):
     remaining: list[str] = Field(default_factory=list)
 
 
-class ResetGpusInput(NodeInput):
+class HostInput(NodeInput):
+    """Base of inputs that act on the node's host (EC2 instance)."""
+
+    # Not required non-empty here: the workflow builds this model, and a
+    # validation error in workflow code would stall it; the activity rejects
+    # an unusable provider id as InvalidInput instead.
+    provider_id: str = Field(max_length=256, description="The node's spec.providerID.")
+
+
+class ResetGpusInput(HostInput):
     """Reset the named GPUs (all GPUs when empty)."""
 
     gpu_indices: list[GpuIndex] = Field(default_factory=list)
@@ -109,7 +118,7 @@ class ResetGpusResult(Model):
     command_id: str = ""
 
 
-class RebootNodeInput(NodeInput):
+class RebootNodeInput(HostInput):
     """Reboot the host out of band and wait until it is back and Ready."""
 
     boot_id_before: str = Field(description="A changed boot id means the reboot happened.")
@@ -123,7 +132,7 @@ class RebootResult(Model):
     rebooted_by_this_call: bool
 
 
-class RunDiagnosticInput(NodeInput):
+class RunDiagnosticInput(HostInput):
     """Run the DCGM diagnostic at ``level`` plus a health recheck."""
 
     level: int = Field(ge=1, le=4)

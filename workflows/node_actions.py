@@ -102,36 +102,41 @@ class NodeActions:
             "evict GPU pods",
         )
 
-    async def reset_gpus(self, gpus: list[int]) -> c.ResetGpusResult:
+    async def reset_gpus(self, provider_id: str, gpus: list[int]) -> c.ResetGpusResult:
         """Reset the named GPUs (all when empty)."""
         return await self._rung_call(
             Rung.GPU_RESET,
             Activities.RESET_GPUS,
-            c.ResetGpusInput(**self._ids(), gpu_indices=gpus),
+            c.ResetGpusInput(**self._ids(), provider_id=provider_id, gpu_indices=gpus),
             c.ResetGpusResult,
             f"reset GPUs {gpus or 'all'}",
         )
 
-    async def reboot(self, boot_id_before: str) -> c.RebootResult:
+    async def reboot(self, provider_id: str, boot_id_before: str) -> c.RebootResult:
         """Reboot out of band; ``boot_id_before`` makes a retry after the reboot a no-op."""
         timeout = self._policy.rung(Rung.REBOOT).timeout
         return await self._rung_call(
             Rung.REBOOT,
             Activities.REBOOT_NODE,
             c.RebootNodeInput(
-                **self._ids(), boot_id_before=boot_id_before, timeout_s=timeout.total_seconds()
+                **self._ids(),
+                provider_id=provider_id,
+                boot_id_before=boot_id_before,
+                timeout_s=timeout.total_seconds(),
             ),
             c.RebootResult,
             "reboot via EC2 and wait for Ready",
         )
 
-    async def diagnose(self, label: str) -> c.DiagnosticResult:
+    async def diagnose(self, provider_id: str, label: str) -> c.DiagnosticResult:
         """Run the verification diagnostic at the policy's level."""
         verification = self._policy.verification
         return await self._rung_call(
             Rung.DIAGNOSE,
             Activities.RUN_DIAGNOSTIC,
-            c.RunDiagnosticInput(**self._ids(), level=verification.diag_level),
+            c.RunDiagnosticInput(
+                **self._ids(), provider_id=provider_id, level=verification.diag_level
+            ),
             c.DiagnosticResult,
             f"DCGM diag level {verification.diag_level} ({label})",
             limit=verification.timeout,

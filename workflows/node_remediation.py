@@ -459,7 +459,7 @@ class NodeRemediationWorkflow:
     async def _reset_gpus(self, attempt: int) -> bool:
         gpus = list(self._classification.gpu_indices) if self._classification else []
         try:
-            result = await self._actions.reset_gpus(gpus)
+            result = await self._actions.reset_gpus(self._provider_id, gpus)
         except ActivityError as err:
             self._record.end(attempt, f"failed: {_cause(err)}")
             self._record.decide("gpu_reset", "failed", _cause(err), Rung.GPU_RESET)
@@ -479,7 +479,7 @@ class NodeRemediationWorkflow:
         # not reboot a second time.
         health = await self._actions.read_health("read the boot id")
         try:
-            result = await self._actions.reboot(health.boot_id)
+            result = await self._actions.reboot(health.provider_id, health.boot_id)
         except ActivityError as err:
             self._record.end(attempt, f"failed: {_cause(err)}")
             self._record.decide("reboot", "failed", _cause(err), Rung.REBOOT)
@@ -499,8 +499,7 @@ class NodeRemediationWorkflow:
         elif not await self._take_permit(attempt):
             return False
         try:
-            provider_id = self._health.provider_id if self._health else ""
-            deleted = await self._actions.delete_node_claim(provider_id)
+            deleted = await self._actions.delete_node_claim(self._provider_id)
             self._record.decide(
                 "replace",
                 f"deleted NodeClaim {deleted.node_claim}",
@@ -556,7 +555,7 @@ class NodeRemediationWorkflow:
                 self._record.end(attempt, "not verified")
             return True
         try:
-            result = await self._actions.diagnose(label)
+            result = await self._actions.diagnose(self._provider_id, label)
         except ActivityError as err:
             self._record.decide("verify", "diagnostic could not run", _cause(err), self._rung)
             if attempt is not None:
@@ -567,7 +566,7 @@ class NodeRemediationWorkflow:
             self._record.end(attempt, verdict)
         self._record.decide("verify", f"diagnostic {verdict}", result.summary or label, self._rung)
         if not result.passed and result.failures:
-            self._record.add(EvidenceReport(node=self._input.node, evidence=result.failures))
+            self._record.add(EvidenceReport(node=self._input.node, evidence=result.failures[:256]))
             self._classify()
         return result.passed
 
@@ -718,6 +717,11 @@ class NodeRemediationWorkflow:
     @property
     def _pool(self) -> str | None:
         return self._health.node_pool if self._health else None
+
+    @property
+    def _provider_id(self) -> str:
+        assert self._health is not None, "triage reads the node first"
+        return self._health.provider_id
 
     @property
     def _fault(self) -> FaultClass | None:

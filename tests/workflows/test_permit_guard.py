@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import guard_workflow_id
 from gpu_remediation.semaphore_models import PermitGuardInput
@@ -119,7 +120,10 @@ async def test_timed_out_holder_releases_through_its_guard(
             await holder.result()
 
 
-async def test_acquire_timeout_withdraws_the_request(ts_client: Client, task_queue: str) -> None:
+async def test_acquire_timeout_withdraws_the_request(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    ts_client = time_skipping_env.client
     semaphore_id = new_semaphore_id()
     async with semaphore_worker(ts_client, task_queue):
         # Skipping time while waiting for the result may run past the timeout:
@@ -140,13 +144,23 @@ async def test_acquire_timeout_withdraws_the_request(ts_client: Client, task_que
             lambda s: waiter_ids(s) == ["impatient"],
         )
 
-        # Waiting for the result lets the test server skip to the timeout.
-        report = await impatient.result()
-
-        assert not report.acquired
+        # Skip just past the timeout, then wait in real time for the holder to
+        # finish withdrawing. Waiting on the result would let the server skip
+        # on to the next timer (the holder's lease expiry) meanwhile.
+        await time_skipping_env.sleep(timedelta(minutes=6))
+        await assert_eventually(
+            impatient.describe, lambda d: d.status == WorkflowExecutionStatus.COMPLETED
+        )
+        # Check the semaphore before asking for results: on this server a
+        # result call skips time again, even for a closed workflow.
         state = await semaphore_state(ts_client, semaphore_id)
         assert not state.waiters
         assert holder_ids(state) == ["holder"]
+        report = await impatient.result()
+        assert not report.acquired
         guard = ts_client.get_workflow_handle(guard_workflow_id(impatient.id, "impatient"))
         assert await guard.result() == RELEASED
-        await holder.terminate("test over")
+        # The guard's result call may have skipped past the holder's lease, in
+        # which case the holder has already finished on its own.
+        if (await holder.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await holder.terminate("test over")

@@ -1,0 +1,134 @@
+"""Run the benchmarks, print a summary and write bench/results/latest.json.
+
+``make bench`` runs all three at full size (about 6 minutes on 2 cores);
+``--quick`` is a smoke run (about a minute); ``--only NAME`` (repeatable) picks
+benchmarks; ``--strict`` exits with 1 when a target is missed. A quick or
+partial run writes ``latest-quick.json`` / ``latest-partial.json`` instead, so
+the full run's ``latest.json`` stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from bench import ladder, memory, semaphore
+from bench.common import RESULTS_DIR, machine_notes
+
+BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
+    "ladder": lambda quick: ladder.run(quick=quick),
+    "semaphore": lambda quick: semaphore.run(quick=quick),
+    "memory": lambda quick: memory.run(quick=quick),
+}
+
+
+def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    rows: list[tuple[str, str, str, str]] = []
+    if "ladder" in results:
+        r = results["ladder"]
+        n, k = r["ladder"]["workflows"], r["activities_per_incident"]
+        rows += [
+            ("ladder", f"{n} incidents, full ladder", f"{r['ladder']['seconds']:.1f} s", ""),
+            (
+                "ladder",
+                f"baseline {n} x {k} no-op activities",
+                f"{r['baseline']['seconds']:.1f} s",
+                "",
+            ),
+            ("ladder", "ratio ladder / baseline (wall)", f"{r['ratio']:.2f}", "<= 1.5"),
+            ("ladder", "ratio ladder / baseline (CPU)", f"{r['cpu_ratio']:.2f}", ""),
+        ]
+    if "semaphore" in results:
+        r = results["semaphore"]
+        rows += [
+            (
+                "semaphore",
+                f"cycles/s, {r['holders']} queued, cap {r['capacity']}",
+                f"{r['cycles_per_s']:.1f}",
+                ">= 20",
+            ),
+            (
+                "semaphore",
+                "end to end incl. starting requesters",
+                f"{r['end_to_end_cycles_per_s']:.1f}/s",
+                "",
+            ),
+            (
+                "semaphore",
+                "max holders (queries / holder intervals)",
+                f"{r['max_holders_sampled']} / {r['max_overlap_from_holders']}",
+                f"<= {r['capacity']}",
+            ),
+        ]
+    if "memory" in results:
+        r = results["memory"]
+        rows += [
+            (
+                "memory",
+                f"worker RSS, {r['workflows']} open incidents",
+                f"{r['rss_loaded_mb']:.0f} MiB",
+                "< 500 MiB",
+            ),
+            ("memory", "per incident (above idle worker)", f"{r['per_workflow_kb']:.0f} KiB", ""),
+        ]
+    return rows
+
+
+def _print_summary(results: dict[str, dict[str, Any]]) -> None:
+    rows = [("bench", "measure", "value", "target"), *_summary_rows(results)]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    print()
+    for index, row in enumerate(rows):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        if index == 0:
+            print("  ".join("-" * width for width in widths))
+    for name, result in results.items():
+        print(f"{name}: {'OK' if result.get('ok') else 'MISSED TARGET'}")
+
+
+async def main_async(names: list[str], quick: bool) -> dict[str, Any]:
+    """Run the named benchmarks one after the other."""
+    results: dict[str, dict[str, Any]] = {}
+    started = time.perf_counter()
+    for name in names:
+        results[name] = await BENCHMARKS[name](quick)
+    return {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "quick": quick,
+        "seconds": round(time.perf_counter() - started, 1),
+        "machine": machine_notes(),
+        "results": results,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument(
+        "--only", action="append", choices=sorted(BENCHMARKS), help="run only this (repeatable)"
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit with 1 when a benchmark misses its target"
+    )
+    args = parser.parse_args()
+    names = args.only or list(BENCHMARKS)
+    report = asyncio.run(main_async(names, args.quick))
+    _print_summary(report["results"])
+    full = not args.quick and names == list(BENCHMARKS)
+    name = "latest.json" if full else ("latest-quick.json" if args.quick else "latest-partial.json")
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / name
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written {path}")
+    missed = not all(r.get("ok") for r in report["results"].values())
+    return 1 if args.strict and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

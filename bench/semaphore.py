@@ -1,0 +1,258 @@
+"""Semaphore benchmark: grant/release cycles per second, and the cap is never exceeded.
+
+``--holders`` requesters (default 200, all started at once) are
+``bench.holder_workflow.BenchHolderWorkflow``, which acquires through the
+project's ``ReplacementPermit`` exactly as the node workflow does: the
+``ensure_semaphore`` activity, the guard child, ``request_permit``, the grant
+signal; then it runs ``--hold-activities`` no-op activities while holding
+(default 1, as a replacement does work under its permit) and releases (signal
+to the semaphore, cancel and await the guard, whose second release is
+idempotent). The semaphore (capacity ``--capacity``, default 5) serves them
+FIFO. The worker registers the semaphore, the guard, the holder, and the
+activities, with 100 workflow task slots.
+
+Holding with a durable timer is not used: on the dev server a 10 ms
+``workflow.sleep`` fires after about a second (timer queue granularity), which
+measures the timer, not the semaphore (3.5 cycles/s with a 10 ms hold).
+
+The semaphore starts with capacity 1, held by a blocker (the tests'
+``SemaphoreHolderWorkflow``, holding until signalled), so all requesters queue
+up first. Then capacity is raised to ``--capacity`` by the ``set_capacity``
+update and the blocker releases: the queue drains.
+
+Measured:
+
+* cycles/s = holders / wall time from raising the capacity to the last holder
+  result (each cycle: grant signal, the holder's work, release, guard
+  completion, holder completion), the target (>= 20) applies to it;
+* grant-to-release rate = (holders - 1) / (last release - first grant), in the
+  holders' workflow time;
+* end-to-end rate = holders / wall time from the first holder start (the
+  queue filling included: 200 workflow starts, 200 ensure_semaphore
+  activities, 200 guard children);
+* max holders seen by querying the semaphore's ``state`` in a loop while the
+  holders run, and max overlap of the holders' own [grant, release]
+  intervals; both must stay <= capacity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
+
+from activities.temporal import TemporalActivities
+from bench.baseline_workflow import noop_activity
+from bench.common import bounded, connect, cpu_window, dev_server, poll_until
+from bench.holder_workflow import BenchHolderWorkflow
+from bench.models import BenchHolderInput
+from gpu_remediation.semaphore_models import SetCapacityInput
+from tests.workflows.holder_models import HolderReport
+from tests.workflows.semaphore_holders import SemaphoreHolderWorkflow
+from tests.workflows.semaphore_support import (
+    holder_status,
+    max_overlap,
+    new_semaphore_id,
+    semaphore_state,
+    start_holder,
+    start_semaphore,
+)
+from workflows.permit_guard import PermitGuardWorkflow
+from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
+
+TARGET_CYCLES_PER_S = 20.0
+START_CALLS_IN_FLIGHT = 50
+
+
+async def _semaphore_history(client: Client, semaphore_id: str) -> tuple[int, int, int]:
+    """Runs, history events and workflow tasks of the semaphore over all its runs."""
+    runs = events = tasks = 0
+    async for execution in client.list_workflows(f"WorkflowId = '{semaphore_id}'"):
+        history = await client.get_workflow_handle(
+            semaphore_id, run_id=execution.run_id
+        ).fetch_history()
+        runs += 1
+        events += len(history.events)
+        tasks += sum(
+            1
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        )
+    return runs, events, tasks
+
+
+async def run(
+    *,
+    quick: bool = False,
+    holders: int | None = None,
+    capacity: int = 5,
+    hold_activities: int = 1,
+    sample_interval_s: float = 0.01,
+) -> dict[str, Any]:
+    """Run the benchmark; return the numbers (also printed)."""
+    count = holders or (40 if quick else 200)
+    print(
+        f"[semaphore] {count} holders, capacity {capacity}, "
+        f"{hold_activities} activities while holding ...",
+        flush=True,
+    )
+    async with dev_server("semaphore") as server:
+        client = await connect(server.address)
+        task_queue = f"bench-semaphore-{uuid.uuid4().hex[:8]}"
+        semaphore_id = new_semaphore_id()
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[
+                ReplacementSemaphoreWorkflow,
+                PermitGuardWorkflow,
+                BenchHolderWorkflow,
+                SemaphoreHolderWorkflow,
+            ],
+            activities=[TemporalActivities(client).ensure_semaphore, noop_activity],
+            max_concurrent_workflow_tasks=100,
+            max_concurrent_activities=100,
+        )
+
+        async def holder(request_id: str) -> WorkflowHandle[BenchHolderWorkflow, HolderReport]:
+            return await client.start_workflow(
+                BenchHolderWorkflow.run,
+                BenchHolderInput(
+                    semaphore_workflow_id=semaphore_id,
+                    request_id=request_id,
+                    capacity=capacity,
+                    hold_activities=hold_activities,
+                ),
+                id=f"bench-holder/{semaphore_id}/{request_id}",
+                task_queue=task_queue,
+            )
+
+        async with worker:
+            semaphore = await start_semaphore(client, task_queue, semaphore_id, 1)
+            # Warm-up: one full cycle before the clock starts.
+            await (await holder("warmup")).result()
+            # The blocker (the tests' holder, held until told) keeps the only permit
+            # while the requesters queue up.
+            blocker = await start_holder(
+                client, task_queue, semaphore_id, "blocker", capacity=1, hold=None
+            )
+
+            async def blocker_holds() -> bool:
+                return (await holder_status(blocker)).held
+
+            async def all_queued() -> bool:
+                return len((await semaphore_state(client, semaphore_id)).waiters) >= count
+
+            await poll_until(blocker_holds)
+
+            samples: list[int] = []
+            stop = asyncio.Event()
+
+            async def sample() -> None:
+                while not stop.is_set():
+                    state = await semaphore_state(client, semaphore_id)
+                    samples.append(len(state.holders))
+                    await asyncio.sleep(sample_interval_s)
+
+            sampler = asyncio.create_task(sample())
+            with cpu_window(server) as cpu:
+                started = time.perf_counter()
+                try:
+                    handles = await bounded(
+                        [f"r{i:04d}" for i in range(count)], START_CALLS_IN_FLIGHT, holder
+                    )
+                    await poll_until(all_queued)
+                    queued = time.perf_counter()
+                    await semaphore.execute_update(
+                        ReplacementSemaphoreWorkflow.set_capacity,
+                        SetCapacityInput(capacity=capacity),
+                    )
+                    await blocker.signal(SemaphoreHolderWorkflow.finish)
+                    reports: list[HolderReport] = list(
+                        await asyncio.gather(*(h.result() for h in handles))
+                    )
+                    reports.append(await blocker.result())
+                    ended = time.perf_counter()
+                finally:
+                    stop.set()
+                    await sampler
+            final = await semaphore_state(client, semaphore_id)
+            runs, sem_events, sem_tasks = await _semaphore_history(client, semaphore_id)
+    if not all(r.acquired for r in reports):
+        raise RuntimeError("a holder did not get its permit")
+    overlap = max_overlap(reports)
+    grants = [r.granted_at for r in reports[:-1] if r.granted_at is not None]
+    releases = [r.released_at for r in reports[:-1] if r.released_at is not None]
+    span = (max(releases) - min(grants)).total_seconds()
+    steady = (count - 1) / span if span > 0 else float("inf")
+    drain = count / (ended - queued)
+    end_to_end = count / (ended - started)
+    sampled_max = max(samples, default=0)
+    ok = drain >= TARGET_CYCLES_PER_S and sampled_max <= capacity and overlap <= capacity
+    per_cycle = f"{sem_events / (count + 2):.1f} events, {sem_tasks / (count + 2):.1f} tasks"
+    print(
+        f"[semaphore] queue of {count} filled in {queued - started:.1f} s; drained in "
+        f"{ended - queued:.2f} s: {drain:.1f} cycles/s (target >= {TARGET_CYCLES_PER_S:g}); "
+        f"grant-to-release in holder time {steady:.1f}/s; end to end incl. starting the "
+        f"requesters {end_to_end:.1f}/s",
+        flush=True,
+    )
+    print(
+        f"[semaphore] max holders {sampled_max} over {len(samples)} state queries, "
+        f"{overlap} from holder intervals (cap {capacity}); semaphore per cycle: {per_cycle} "
+        f"({runs} runs); CPU: server {cpu.server_s:.1f} s, python {cpu.python_s:.1f} s, "
+        f"other processes {cpu.other_s:.1f} s",
+        flush=True,
+    )
+    return {
+        "name": "semaphore",
+        "quick": quick,
+        "holders": count,
+        "capacity": capacity,
+        "hold_activities": hold_activities,
+        "queue_fill_seconds": round(queued - started, 2),
+        "drain_seconds": round(ended - queued, 2),
+        "cycles_per_s": round(drain, 1),
+        "steady_cycles_per_s_holder_time": round(steady, 1),
+        "end_to_end_cycles_per_s": round(end_to_end, 1),
+        "target_cycles_per_s": TARGET_CYCLES_PER_S,
+        "max_holders_sampled": sampled_max,
+        "state_queries": len(samples),
+        "max_overlap_from_holders": overlap,
+        "semaphore_runs": runs,
+        "semaphore_events_per_cycle": round(sem_events / (count + 2), 1),
+        "semaphore_workflow_tasks_per_cycle": round(sem_tasks / (count + 2), 1),
+        "holders_left_at_end": len(final.holders),
+        "waiters_left_at_end": len(final.waiters),
+        "server_cpu_s": round(cpu.server_s, 1),
+        "python_cpu_s": round(cpu.python_s, 1),
+        "other_cpu_s": round(cpu.other_s, 1),
+        "ok": ok,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="40 holders (smoke run)")
+    parser.add_argument("--holders", type=int, default=None)
+    parser.add_argument("--capacity", type=int, default=5)
+    parser.add_argument("--hold-activities", type=int, default=1)
+    args = parser.parse_args()
+    asyncio.run(
+        run(
+            quick=args.quick,
+            holders=args.holders,
+            capacity=args.capacity,
+            hold_activities=args.hold_activities,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

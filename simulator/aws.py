@@ -1,0 +1,204 @@
+"""AWS for tests and the simulator: moto's server, plus one contained adapter.
+
+moto serves EC2 and SSM over real HTTP, so the project's boto3 code runs
+unchanged against it. But moto executes nothing: every SSM invocation reports
+Success with empty output, and an EC2 reboot changes nothing a node could
+notice. This module is the one place that teaches moto more, by overriding
+two methods on moto's in-process backend objects (never the boto3 clients):
+
+* ``send_command`` asks a ``HostSimulator`` for each targeted instance's
+  result, and can keep the invocation invisible (``InvocationDoesNotExist``)
+  or ``InProgress`` for a number of polls, as real SSM does;
+* ``reboot_instances`` tells the simulator which instances were rebooted.
+
+``tests/simulator/test_aws_adapter.py`` fails if a moto upgrade changes the
+internals relied on here.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.exceptions import RESTError
+from moto.ec2.models import ec2_backends
+from moto.server import ThreadedMotoServer
+from moto.ssm.models import ssm_backends
+
+from activities.host_commands import HostCommand, parse_tag
+
+DEFAULT_REGION = "us-west-2"
+
+
+@dataclass
+class SimulatedInvocation:
+    """What one SSM invocation reports, and when."""
+
+    status: str = "Success"
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    invisible_polls: int = 0
+    in_progress_polls: int = 0
+
+
+HostSimulator = Callable[[str, HostCommand | None, list[str]], SimulatedInvocation]
+"""(instance id, parsed command or None, raw script lines) -> the invocation's result."""
+
+
+def _succeed(
+    _instance: str, _command: HostCommand | None, _script: list[str]
+) -> SimulatedInvocation:
+    return SimulatedInvocation()
+
+
+@dataclass
+class _CommandState:
+    results: dict[str, SimulatedInvocation]
+    polls: dict[str, int] = field(default_factory=dict)
+
+
+class MotoCloud:
+    """A moto server on a free loopback port with the SSM/EC2 adapter installed."""
+
+    def __init__(self, region: str = DEFAULT_REGION) -> None:
+        """Prepare (not start) the cloud.
+
+        Args:
+            region: Region of the clients and backends.
+        """
+        self.region = region
+        self.host_simulator: HostSimulator = _succeed
+        self.on_reboot: Callable[[str], None] = lambda _instance: None
+        self.rebooted: list[str] = []
+        self._commands: dict[str, _CommandState] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadedMotoServer | None = None
+        self._restore: list[Callable[[], None]] = []
+        self.endpoint_url = ""
+
+    def start(self) -> None:
+        """Start the server and install the adapter."""
+        port = _free_port()
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self._server.start()
+        self.endpoint_url = f"http://127.0.0.1:{port}"
+        self._install()
+
+    def stop(self) -> None:
+        """Remove the adapter and stop the server."""
+        for restore in reversed(self._restore):
+            restore()
+        self._restore.clear()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def client(self, service: str) -> Any:
+        """A boto3 client of ``service`` talking to this server over HTTP."""
+        return boto3.client(
+            service,
+            region_name=self.region,
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"mode": "adaptive", "max_attempts": 5}),
+        )
+
+    def run_instances(self, count: int, instance_type: str = "p5.48xlarge") -> list[str]:
+        """Launch instances (through the API) and return their ids."""
+        ec2 = self.client("ec2")
+        reservation = ec2.run_instances(
+            ImageId="ami-12c6146b", MinCount=count, MaxCount=count, InstanceType=instance_type
+        )
+        return [instance["InstanceId"] for instance in reservation["Instances"]]
+
+    # -------------------------------------------------------------- adapter
+
+    def _install(self) -> None:
+        ssm = ssm_backends[DEFAULT_ACCOUNT_ID][self.region]
+        ec2 = ec2_backends[DEFAULT_ACCOUNT_ID][self.region]
+        original_send = ssm.send_command
+        original_get = ssm.get_command_invocation
+        original_reboot = ec2.reboot_instances
+
+        def send_command(**kwargs: Any) -> Any:
+            command = original_send(**kwargs)
+            # moto targets every instance when given one; only the named ones run.
+            targets = list(kwargs.get("instance_ids") or [])
+            script = list((kwargs.get("parameters") or {}).get("commands", []))
+            parsed = parse_tag(script)
+            results = {i: self.host_simulator(i, parsed, script) for i in targets}
+            with self._lock:
+                self._commands[command.command_id] = _CommandState(results)
+            return command
+
+        def get_command_invocation(
+            command_id: str, instance_id: str, plugin_name: str | None
+        ) -> Any:
+            invocation = dict(original_get(command_id, instance_id, plugin_name))
+            with self._lock:
+                state = self._commands.get(command_id)
+                if state is None or instance_id not in state.results:
+                    return invocation
+                result = state.results[instance_id]
+                polls = state.polls.get(instance_id, 0) + 1
+                state.polls[instance_id] = polls
+            if polls <= result.invisible_polls:
+                raise RESTError(
+                    "InvocationDoesNotExist",
+                    "An error occurred (InvocationDoesNotExist) when calling the "
+                    "GetCommandInvocation operation",
+                )
+            if polls <= result.invisible_polls + result.in_progress_polls:
+                invocation.update(Status="InProgress", StatusDetails="InProgress", ResponseCode=-1)
+                return invocation
+            invocation.update(
+                Status=result.status,
+                StatusDetails=result.status,
+                ResponseCode=result.exit_code,
+                StandardOutputContent=result.stdout[:24000],
+                StandardErrorContent=result.stderr[:8000],
+            )
+            return invocation
+
+        def reboot_instances(instance_ids: list[str]) -> Any:
+            rebooted = original_reboot(instance_ids)
+            for instance in rebooted:
+                self.rebooted.append(instance.id)
+                self.on_reboot(instance.id)
+            return rebooted
+
+        ssm.send_command = send_command
+        ssm.get_command_invocation = get_command_invocation
+        ec2.reboot_instances = reboot_instances
+        self._restore += [
+            lambda: delattr(ssm, "send_command"),
+            lambda: delattr(ssm, "get_command_invocation"),
+            lambda: delattr(ec2, "reboot_instances"),
+        ]
+
+
+@contextmanager
+def moto_cloud(region: str = DEFAULT_REGION) -> Iterator[MotoCloud]:
+    """Run a ``MotoCloud`` for the duration of a ``with`` block."""
+    cloud = MotoCloud(region)
+    cloud.start()
+    try:
+        yield cloud
+    finally:
+        cloud.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
