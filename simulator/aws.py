@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from moto.core import DEFAULT_ACCOUNT_ID
-from moto.core.exceptions import RESTError
+from moto.ssm.exceptions import SSMException
 from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import ssm_backends
@@ -61,7 +61,10 @@ def _succeed(
 
 @dataclass
 class _CommandState:
-    results: dict[str, SimulatedInvocation]
+    targets: list[str]
+    command: HostCommand | None
+    script: list[str]
+    results: dict[str, SimulatedInvocation] = field(default_factory=dict)
     polls: dict[str, int] = field(default_factory=dict)
 
 
@@ -132,12 +135,12 @@ class MotoCloud:
         def send_command(**kwargs: Any) -> Any:
             command = original_send(**kwargs)
             # moto targets every instance when given one; only the named ones run.
-            targets = list(kwargs.get("instance_ids") or [])
+            # moto may build a response more than once per request, so the host
+            # runs the command on the first poll of the id the client got, once.
             script = list((kwargs.get("parameters") or {}).get("commands", []))
-            parsed = parse_tag(script)
-            results = {i: self.host_simulator(i, parsed, script) for i in targets}
+            state = _CommandState(list(kwargs.get("instance_ids") or []), parse_tag(script), script)
             with self._lock:
-                self._commands[command.command_id] = _CommandState(results)
+                self._commands[command.command_id] = state
             return command
 
         def get_command_invocation(
@@ -146,13 +149,17 @@ class MotoCloud:
             invocation = dict(original_get(command_id, instance_id, plugin_name))
             with self._lock:
                 state = self._commands.get(command_id)
-                if state is None or instance_id not in state.results:
+                if state is None or instance_id not in state.targets:
                     return invocation
+                if instance_id not in state.results:
+                    state.results[instance_id] = self.host_simulator(
+                        instance_id, state.command, state.script
+                    )
                 result = state.results[instance_id]
                 polls = state.polls.get(instance_id, 0) + 1
                 state.polls[instance_id] = polls
             if polls <= result.invisible_polls:
-                raise RESTError(
+                raise SSMException(
                     "InvocationDoesNotExist",
                     "An error occurred (InvocationDoesNotExist) when calling the "
                     "GetCommandInvocation operation",

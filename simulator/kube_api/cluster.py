@@ -2,13 +2,12 @@
 
 :class:`ApiStore` is what the HTTP layer calls (create, replace, patch, delete, evict);
 :class:`simulator.kube_api.seeding.KubeStore` extends it with the helpers tests and the
-simulator use to seed and mutate the cluster directly. Every change, from either side, bumps the global
-resourceVersion and reaches watchers.
+simulator use to seed and mutate the cluster directly. Every change, from either side,
+bumps the global resourceVersion and reaches watchers.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -121,7 +120,7 @@ class ApiStore(ObjectStore):
         """Compute the status a PDB has right now."""
         with self.lock:
             ns = pdb["metadata"].get("namespace")
-            pods, _ = self.list(PODS, ns)
+            pods, _ = self.list_objects(PODS, ns)
             return compute_status(pdb, pods, self._scales, self.now())
 
     def _on_change(self, change: Change) -> None:
@@ -135,10 +134,10 @@ class ApiStore(ObjectStore):
             self._recomputing = False
 
     def _refresh_pdbs(self, namespace: str) -> None:
-        pdbs, _ = self.list(PDBS, namespace)
+        pdbs, _ = self.list_objects(PDBS, namespace)
         if not pdbs:
             return
-        pods, _ = self.list(PODS, namespace)
+        pods, _ = self.list_objects(PODS, namespace)
         for pdb in pdbs:
             status = compute_status(pdb, pods, self._scales, self.now())
             if status != pdb.get("status"):
@@ -198,7 +197,12 @@ class ApiStore(ObjectStore):
         return None
 
     def create_object(
-        self, rtype: ResourceType, body: Any, namespace: str | None = None, *, keep_status: bool = False
+        self,
+        rtype: ResourceType,
+        body: Any,
+        namespace: str | None = None,
+        *,
+        keep_status: bool = False,
     ) -> JSON:
         """POST: create with the type's defaulting and validation.
 
@@ -223,7 +227,12 @@ class ApiStore(ObjectStore):
             ApiError: 404, 409 on a stale resourceVersion, 400/422 for invalid bodies.
         """
         return self.update(
-            rtype, name, namespace, body, subresource=subresource, prepare=self._update_prepare(rtype)
+            rtype,
+            name,
+            namespace,
+            body,
+            subresource=subresource,
+            prepare=self._update_prepare(rtype),
         )
 
     def patch_object(
@@ -258,9 +267,7 @@ class ApiStore(ObjectStore):
             else:
                 raise errors.unsupported_media_type(content_type)
             new = self._validate_new(rtype, patched, namespace)
-            return self._apply_update(
-                rtype, current, new, subresource, self._update_prepare(rtype)
-            )
+            return self._apply_update(rtype, current, new, subresource, self._update_prepare(rtype))
 
     def delete_object(
         self,
@@ -378,7 +385,7 @@ class ApiStore(ObjectStore):
             raise errors.bad_request("deleteOptions must be an object")
         with self.lock:
             pod = self.get(PODS, name, namespace)
-            pdbs, _ = self.list(PDBS, namespace)
+            pdbs, _ = self.list_objects(PDBS, namespace)
             statuses = {p["metadata"]["name"]: self.pdb_status(p) for p in pdbs}
             check_eviction(pod, pdbs, statuses)
             self.delete_object(PODS, name, namespace, options)

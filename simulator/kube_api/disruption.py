@@ -76,7 +76,9 @@ def validate_pdb_spec(spec: Any) -> None:
     if not isinstance(spec, dict):
         raise errors.unprocessable("spec: Required value")
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
-        raise errors.unprocessable("spec: Invalid value: minAvailable and maxUnavailable cannot be both set")
+        raise errors.unprocessable(
+            "spec: Invalid value: minAvailable and maxUnavailable cannot be both set"
+        )
     for field in ("minAvailable", "maxUnavailable"):
         if spec.get(field) is not None:
             parse_int_or_percent(spec[field], f"spec.{field}")
@@ -88,9 +90,7 @@ def _expected_scale(pods: list[JSON], scales: Mapping[ScaleKey, int]) -> int:
     total = 0
     for pod in pods:
         meta = pod.get("metadata") or {}
-        owner = next(
-            (r for r in meta.get("ownerReferences") or [] if r.get("controller")), None
-        )
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         key: ScaleKey | None = None
         if owner is not None:
             key = (str(meta.get("namespace", "")), str(owner.get("kind")), str(owner.get("name")))
@@ -103,9 +103,7 @@ def _expected_scale(pods: list[JSON], scales: Mapping[ScaleKey, int]) -> int:
     return total
 
 
-def compute_status(
-    pdb: JSON, pods: list[JSON], scales: Mapping[ScaleKey, int], now: str
-) -> JSON:
+def compute_status(pdb: JSON, pods: list[JSON], scales: Mapping[ScaleKey, int], now: str) -> JSON:
     """Compute a PDB's status from the pods in its namespace."""
     spec = pdb.get("spec") or {}
     matching = [

@@ -102,7 +102,9 @@ def conflict(group: str, plural: str, name: str, why: str) -> ApiError:
     )
 
 
-STALE_WRITE = "the object has been modified; please apply your changes to the latest version and try again"
+STALE_WRITE = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
 
 
 def stale(group: str, plural: str, name: str) -> ApiError:
@@ -165,7 +167,9 @@ def method_not_allowed(method: str) -> ApiError:
 def unsupported_media_type(content_type: str) -> ApiError:
     """415 for a patch type the resource does not accept."""
     return ApiError(
-        415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}"
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format: {content_type}",
     )
 
 

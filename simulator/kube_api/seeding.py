@@ -185,12 +185,18 @@ class KubeStore(ApiStore):
             else _condition("Ready", "False", "KubeletNotReady", "kubelet is not ready", now)
         )
         for extra in conditions or []:
-            conds = _set_condition(conds, {"lastHeartbeatTime": now, "lastTransitionTime": now, **extra})
+            conds = _set_condition(
+                conds, {"lastHeartbeatTime": now, "lastTransitionTime": now, **extra}
+            )
         resources = {"cpu": "96", "memory": "1000Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
         node: JSON = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "labels": all_labels, "annotations": dict(annotations or {})},
+            "metadata": {
+                "name": name,
+                "labels": all_labels,
+                "annotations": dict(annotations or {}),
+            },
             "spec": spec,
             "status": {
                 "conditions": conds,
@@ -233,7 +239,11 @@ class KubeStore(ApiStore):
         """Flip the node's Ready condition."""
         if ready:
             return self.set_node_condition(
-                name, "Ready", "True", reason="KubeletReady", message="kubelet is posting ready status"
+                name,
+                "Ready",
+                "True",
+                reason="KubeletReady",
+                message="kubelet is posting ready status",
             )
         return self.set_node_condition(
             name, "Ready", "False", reason="KubeletNotReady", message="kubelet is not ready"
@@ -243,8 +253,8 @@ class KubeStore(ApiStore):
         """Change ``status.nodeInfo.bootID`` (a reboot happened); random when omitted."""
 
         def change(node: JSON) -> None:
-            node.setdefault("status", {}).setdefault("nodeInfo", {})["bootID"] = (
-                boot_id or str(uuid.uuid4())
+            node.setdefault("status", {}).setdefault("nodeInfo", {})["bootID"] = boot_id or str(
+                uuid.uuid4()
             )
 
         return self.mutate(NODES, name, None, change)
@@ -299,7 +309,10 @@ class KubeStore(ApiStore):
                 "limits": {"nvidia.com/gpu": str(gpus)},
                 "requests": {"nvidia.com/gpu": str(gpus)},
             }
-        spec: JSON = {"containers": [container], "terminationGracePeriodSeconds": termination_grace_seconds}
+        spec: JSON = {
+            "containers": [container],
+            "terminationGracePeriodSeconds": termination_grace_seconds,
+        }
         if node_name is not None:
             spec["nodeName"] = node_name
         pod: JSON = {
@@ -414,7 +427,11 @@ class KubeStore(ApiStore):
                 "finalizers": list(finalizers),
             },
             "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "nodeClassRef": {
+                    "group": "karpenter.k8s.aws",
+                    "kind": "EC2NodeClass",
+                    "name": "default",
+                },
                 "requirements": [],
                 "expireAfter": "720h",
             },
@@ -448,12 +465,12 @@ class KubeStore(ApiStore):
             ]
             status = {"failed": 1}
         for cond in conds:
-            cond.update(
-                message="", lastProbeTime=now, lastTransitionTime=now
-            )
+            cond.update(message="", lastProbeTime=now, lastTransitionTime=now)
         start = (self.get(JOBS, name, namespace).get("status") or {}).get("startTime", now)
         return self.set_job_status(
-            namespace, name, {**status, "startTime": start, "active": 0, "ready": 0, "conditions": conds}
+            namespace,
+            name,
+            {**status, "startTime": start, "active": 0, "ready": 0, "conditions": conds},
         )
 
     def add_job_pod(
@@ -465,8 +482,11 @@ class KubeStore(ApiStore):
         phase: str = "Running",
         ready: bool = False,
     ) -> JSON:
-        """Create a pod of the Job from its template (labels, ownerReference), like the
-        job controller would, and count it in ``status.active`` while it runs."""
+        """Create a pod of the Job from its template, as the job controller would.
+
+        The pod gets the template's labels and an ownerReference to the Job, and counts
+        in the Job's ``status.active`` while it is Pending or Running.
+        """
         with self.lock:
             job = self.get(JOBS, job_name, namespace)
             template = job["spec"]["template"]
@@ -481,9 +501,7 @@ class KubeStore(ApiStore):
                     "name": f"{job_name}-{suffix}",
                     "namespace": namespace,
                     "labels": dict((template.get("metadata") or {}).get("labels") or {}),
-                    "ownerReferences": [
-                        owner_reference("Job", job_name, job["metadata"]["uid"])
-                    ],
+                    "ownerReferences": [owner_reference("Job", job_name, job["metadata"]["uid"])],
                 },
                 "spec": spec,
                 "status": self._pod_status({}, phase, ready),

@@ -220,7 +220,7 @@ def parse_field_selector(text: str | None, getters: Mapping[str, FieldGetter]) -
                 raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
             field, op, value = m.group(1), m.group(2), m.group(3).strip()
             if field not in getters:
-                raise bad_request(f'field label not supported: {field}')
+                raise bad_request(f"field label not supported: {field}")
             reqs.append(FieldRequirement(field, value, op == "!="))
     return FieldSelector(tuple(reqs), getters)
 

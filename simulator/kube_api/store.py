@@ -146,7 +146,7 @@ class ObjectStore:
         with self._lock:
             return copy.deepcopy(self._current(rtype, name, namespace))
 
-    def list(
+    def list_objects(
         self,
         rtype: ResourceType,
         namespace: str | None = None,
@@ -180,7 +180,7 @@ class ObjectStore:
         with self._lock:
             initial: list[JSON] = []
             if resource_version in (None, "", "0"):
-                initial, _ = self.list(rtype, namespace, labels, fields)
+                initial, _ = self.list_objects(rtype, namespace, labels, fields)
                 start = self._rv
             else:
                 try:
@@ -223,10 +223,10 @@ class ObjectStore:
                 f"the kind in the data ({obj.get('kind')}) does not match the expected kind "
                 f"({rtype.kind})"
             )
-        obj = copy.deepcopy(obj)
-        obj["apiVersion"] = rtype.api_version
-        obj["kind"] = rtype.kind
-        meta = obj.setdefault("metadata", {})
+        new: JSON = copy.deepcopy(obj)
+        new["apiVersion"] = rtype.api_version
+        new["kind"] = rtype.kind
+        meta = new.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
         if rtype.namespaced:
@@ -239,7 +239,7 @@ class ObjectStore:
             meta["namespace"] = namespace or body_ns or "default"
         else:
             meta.pop("namespace", None)
-        return obj
+        return new
 
     def _check_name(self, rtype: ResourceType, name: Any) -> None:
         if not name:
@@ -290,7 +290,9 @@ class ObjectStore:
         new = self._validate_new(rtype, obj, namespace)
         meta = new["metadata"]
         if meta.get("resourceVersion"):
-            raise ApiError(500, "Unknown", "resourceVersion should not be set on objects to be created")
+            raise ApiError(
+                500, "Unknown", "resourceVersion should not be set on objects to be created"
+            )
         if not meta.get("name") and meta.get("generateName"):
             # Five random characters from the real generator's alphabet.
             suffix = "".join(secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
@@ -369,7 +371,12 @@ class ObjectStore:
                 rtype.group,
                 rtype.kind,
                 name,
-                [("metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")],
+                [
+                    (
+                        "metadata.resourceVersion",
+                        "Invalid value: 0x0: must be specified for an update",
+                    )
+                ],
             )
         if meta.get("uid") and meta["uid"] != old_meta["uid"]:
             raise errors.conflict(

@@ -139,8 +139,7 @@ class Watcher:
             )
             if self.position < self._history.compacted_rv:
                 raise expired(
-                    f"too old resource version: {self.position} "
-                    f"({self._history.compacted_rv + 1})"
+                    f"too old resource version: {self.position} ({self._history.compacted_rv + 1})"
                 )
             changes = self._history.after(self.position)
             self.position = max(self.position, self._current_rv())

@@ -1,0 +1,78 @@
+"""Activities that run the fixed host commands: GPU reset and DCGM diagnostics.
+
+The executor (SSM Run Command, or a Kubernetes Job pinned to the node) is
+injected and chosen by settings; both run the same scripts from
+``activities.host_commands``, so these activities and their parsing are the
+same either way.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.diagnostics import (
+    DiagnosticParseError,
+    combine,
+    parse_dcgm_diag,
+    parse_dcgm_health,
+    parse_gpu_reset,
+)
+from activities.host_commands import HostCommand, HostCommandExecutor, decode_output
+from gpu_remediation import contracts as c
+from gpu_remediation.ids import Activities
+
+
+class HostActivities:
+    """GPU reset and verification diagnostics on a node's host."""
+
+    def __init__(self, executor: HostCommandExecutor) -> None:
+        """Bind to an executor.
+
+        Args:
+            executor: Runs host commands (``SsmExecutor`` or ``JobExecutor``).
+        """
+        self._executor = executor
+
+    @activity.defn(name=Activities.RESET_GPUS)
+    async def reset_gpus(self, input: c.ResetGpusInput) -> c.ResetGpusResult:
+        """Reset the named GPUs with ``nvidia-smi -r`` (all of them when none are named).
+
+        A reset that the platform does not support (EC2 blocks the function
+        level reset) or a GPU that fell off the bus is a typed outcome, not an
+        error: the ladder climbs on it.
+        """
+        command = HostCommand(kind="gpu_reset", gpu_indices=input.gpu_indices)
+        outcome = await self._executor.run(input.node, input.provider_id, command)
+        return parse_gpu_reset(
+            outcome.exit_code, outcome.stdout, outcome.stderr, command_id=outcome.command_id
+        )
+
+    @activity.defn(name=Activities.RUN_DIAGNOSTIC)
+    async def run_diagnostic(self, input: c.RunDiagnosticInput) -> c.DiagnosticResult:
+        """Run ``dcgmi diag`` at the level asked, then re-check DCGM health.
+
+        Raises:
+            ApplicationError: ``DiagnosticUnreadable`` when the output cannot be
+                read (truncated, garbled): never taken for a pass.
+        """
+        diag_command = HostCommand(
+            kind="dcgm_diag", level=input.level, gpu_indices=input.gpu_indices
+        )
+        diag_outcome = await self._executor.run(input.node, input.provider_id, diag_command)
+        health_outcome = await self._executor.run(
+            input.node, input.provider_id, HostCommand(kind="dcgm_health")
+        )
+        now = datetime.now(UTC)
+        try:
+            diag = parse_dcgm_diag(
+                decode_output(diag_outcome.stdout), diag_outcome.exit_code, observed_at=now
+            )
+            health = parse_dcgm_health(decode_output(health_outcome.stdout), observed_at=now)
+        except (DiagnosticParseError, ValueError) as err:
+            raise ApplicationError(
+                f"diagnostic output on {input.node} unreadable: {err}", type="DiagnosticUnreadable"
+            ) from err
+        return combine(diag, health)

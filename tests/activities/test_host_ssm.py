@@ -1,0 +1,135 @@
+"""GPU reset and diagnostics through SSM Run Command, over HTTP against moto."""
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.host import HostActivities
+from activities.host_commands import encode_output
+from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput
+from simulator.aws import SimulatedInvocation
+from tests.activities.ssm_support import fixture, provider_id, ssm_cloud
+
+
+async def test_gpu_reset_of_named_gpus_succeeds() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        result = await ActivityEnvironment().run(
+            HostActivities(executor).reset_gpus,
+            ResetGpusInput(
+                node="gpu-1", incident_id="i", provider_id=provider_id(instance), gpu_indices=[5, 3]
+            ),
+        )
+    assert result.status == "ok"
+    assert result.command_id
+    (seen_instance, command), *_ = hosts.seen
+    assert seen_instance == instance
+    assert command is not None
+    assert command.argv() == [["nvidia-smi", "-r", "-i", "3"], ["nvidia-smi", "-r", "-i", "5"]]
+
+
+async def test_gpu_reset_unsupported_is_a_typed_outcome() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        hosts.reset = SimulatedInvocation(status="Failed", exit_code=3, stderr="Unknown Error")
+        result = await ActivityEnvironment().run(
+            HostActivities(executor).reset_gpus,
+            ResetGpusInput(
+                node="gpu-1", incident_id="i", provider_id=provider_id(instance), gpu_indices=[0]
+            ),
+        )
+    assert result.status == "not_supported"
+
+
+async def test_gpu_fallen_off_the_bus_is_a_typed_outcome() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        hosts.reset = SimulatedInvocation(status="Failed", exit_code=15)
+        result = await ActivityEnvironment().run(
+            HostActivities(executor).reset_gpus,
+            ResetGpusInput(node="gpu-1", incident_id="i", provider_id=provider_id(instance)),
+        )
+    assert result.status == "fallen_off_bus"
+
+
+async def test_invocation_not_yet_visible_and_in_progress_is_polled_through() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        hosts.reset = SimulatedInvocation(invisible_polls=3, in_progress_polls=4)
+        result = await ActivityEnvironment().run(
+            HostActivities(executor).reset_gpus,
+            ResetGpusInput(node="gpu-1", incident_id="i", provider_id=provider_id(instance)),
+        )
+    assert result.status == "ok"
+
+
+async def test_dcgm_diag_failing_on_one_gpu_returns_evidence() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        hosts.diag = SimulatedInvocation(
+            status="Failed", exit_code=226, stdout=encode_output(fixture("dcgm4_fail_gpu3.json"))
+        )
+        result = await ActivityEnvironment().run(
+            HostActivities(executor).run_diagnostic,
+            RunDiagnosticInput(
+                node="gpu-1", incident_id="i", provider_id=provider_id(instance), level=2
+            ),
+        )
+    assert not result.passed
+    assert {f.gpu_index for f in result.failures} == {3}  # type: ignore[union-attr]
+    kinds = [c.kind for _, c in hosts.seen if c is not None]
+    assert kinds == ["dcgm_diag", "dcgm_health"]
+
+
+async def test_a_passing_diag_and_health_pass() -> None:
+    with ssm_cloud() as (cloud, _hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        result = await ActivityEnvironment().run(
+            HostActivities(executor).run_diagnostic,
+            RunDiagnosticInput(
+                node="gpu-1", incident_id="i", provider_id=provider_id(instance), level=2
+            ),
+        )
+    assert result.passed
+
+
+async def test_truncated_diagnostic_output_is_an_error_never_a_pass() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        encoded = encode_output(fixture("dcgm4_pass.json"))
+        hosts.diag = SimulatedInvocation(stdout=encoded[: len(encoded) // 2])
+        with pytest.raises(ApplicationError, match="unreadable") as err:
+            await ActivityEnvironment().run(
+                HostActivities(executor).run_diagnostic,
+                RunDiagnosticInput(
+                    node="gpu-1", incident_id="i", provider_id=provider_id(instance), level=2
+                ),
+            )
+    assert err.value.type == "DiagnosticUnreadable"
+
+
+async def test_ssm_timed_out_is_a_host_command_failure() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        hosts.reset = SimulatedInvocation(status="TimedOut", exit_code=-1)
+        with pytest.raises(ApplicationError, match="TimedOut") as err:
+            await ActivityEnvironment().run(
+                HostActivities(executor).reset_gpus,
+                ResetGpusInput(node="gpu-1", incident_id="i", provider_id=provider_id(instance)),
+            )
+    assert err.value.type == "HostCommandFailed"
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "i-0123456789abcdef0", "aws:///us-west-2a/i-XYZ", "gce://p/z/n"]
+)
+async def test_a_malformed_provider_id_is_invalid_input(bad: str) -> None:
+    with ssm_cloud() as (_cloud, hosts, executor):
+        with pytest.raises(ApplicationError) as err:
+            await ActivityEnvironment().run(
+                HostActivities(executor).reset_gpus,
+                ResetGpusInput(node="gpu-1", incident_id="i", provider_id=bad),
+            )
+    assert err.value.type == "InvalidInput"
+    assert err.value.non_retryable
+    assert hosts.seen == []
