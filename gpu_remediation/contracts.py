@@ -174,9 +174,7 @@ class WaitForReplacementInput(NodeInput):
 
     node_pool: str | None
     timeout_s: float = Field(gt=0)
-    known_nodes: list[str] = Field(
-        default_factory=list, description="Pool nodes before deletion; a new one is not here."
-    )
+    since: datetime = Field(description="When the old node's deletion was asked for.")
 
 
 class ReplacementResult(Model):

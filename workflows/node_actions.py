@@ -9,7 +9,7 @@ long reboot or drain to finish.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
@@ -152,14 +152,14 @@ class NodeActions:
             "delete the Karpenter NodeClaim",
         )
 
-    async def wait_for_replacement(self, pool: str | None) -> c.ReplacementResult:
+    async def wait_for_replacement(self, pool: str | None, since: datetime) -> c.ReplacementResult:
         """Wait until the old node is gone and new capacity in the pool is Ready."""
         timeout = self._policy.rung(Rung.REPLACE).timeout
         return await self._rung_call(
             Rung.REPLACE,
             Activities.WAIT_FOR_REPLACEMENT,
             c.WaitForReplacementInput(
-                **self._ids(), node_pool=pool, timeout_s=timeout.total_seconds()
+                **self._ids(), node_pool=pool, timeout_s=timeout.total_seconds(), since=since
             ),
             c.ReplacementResult,
             "wait for the old node to go and new capacity to be Ready",

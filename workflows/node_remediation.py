@@ -499,6 +499,7 @@ class NodeRemediationWorkflow:
         elif not await self._take_permit(attempt):
             return False
         try:
+            asked_at = workflow.now()
             deleted = await self._actions.delete_node_claim(self._provider_id)
             self._record.decide(
                 "replace",
@@ -507,7 +508,7 @@ class NodeRemediationWorkflow:
                 if deleted.already_gone
                 else "Karpenter drains and terminates",
             )
-            replaced = await self._actions.wait_for_replacement(self._pool)
+            replaced = await self._actions.wait_for_replacement(self._pool, asked_at)
         except ActivityError as err:
             self._record.end(attempt, f"failed: {_cause(err)}")
             self._record.decide("replace", "failed", _cause(err), Rung.REPLACE)

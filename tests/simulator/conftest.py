@@ -21,7 +21,7 @@ def kube_api() -> Iterator[KubeApiServer]:
 
 
 @pytest.fixture
-def store(kube_api: KubeApiServer) -> KubeStore:
+def kube_store(kube_api: KubeApiServer) -> KubeStore:
     """The emulator's store, for seeding and direct mutation."""
     return kube_api.store
 

@@ -80,8 +80,8 @@ def test_invalid_bodies(core: Any, api_client: Any) -> None:
     assert err.value.status == 400
 
 
-def test_writes_to_the_node_do_not_change_status(core: Any, store: KubeStore) -> None:
-    store.put_node("n1", ready=True)
+def test_writes_to_the_node_do_not_change_status(core: Any, kube_store: KubeStore) -> None:
+    kube_store.put_node("n1", ready=True)
     node = core.read_node("n1")
     body = core.api_client.sanitize_for_serialization(node)
     body["spec"]["unschedulable"] = True
@@ -92,8 +92,8 @@ def test_writes_to_the_node_do_not_change_status(core: Any, store: KubeStore) ->
     assert ready[0].status == "True"
 
 
-def test_writes_to_status_do_not_change_the_node(core: Any, store: KubeStore) -> None:
-    store.put_node("n1", labels={"a": "1"})
+def test_writes_to_status_do_not_change_the_node(core: Any, kube_store: KubeStore) -> None:
+    kube_store.put_node("n1", labels={"a": "1"})
     patched = core.patch_node_status(
         "n1",
         {
@@ -108,8 +108,8 @@ def test_writes_to_status_do_not_change_the_node(core: Any, store: KubeStore) ->
     assert core.read_node_status("n1").status.conditions == patched.status.conditions
 
 
-def test_replace_status_keeps_spec(core: Any, store: KubeStore) -> None:
-    store.put_node("n1", unschedulable=True)
+def test_replace_status_keeps_spec(core: Any, kube_store: KubeStore) -> None:
+    kube_store.put_node("n1", unschedulable=True)
     body = core.api_client.sanitize_for_serialization(core.read_node_status("n1"))
     body["spec"]["unschedulable"] = False
     body["status"]["nodeInfo"]["bootID"] = "new-boot"
@@ -118,17 +118,17 @@ def test_replace_status_keeps_spec(core: Any, store: KubeStore) -> None:
     assert replaced.status.node_info.boot_id == "new-boot"
 
 
-def test_python_mutations_bump_resource_version(core: Any, store: KubeStore) -> None:
-    store.put_node("n1", boot_id="boot-1")
+def test_python_mutations_bump_resource_version(core: Any, kube_store: KubeStore) -> None:
+    kube_store.put_node("n1", boot_id="boot-1")
     before = core.read_node("n1").metadata.resource_version
-    store.set_node_boot_id("n1", "boot-2")
+    kube_store.set_node_boot_id("n1", "boot-2")
     after = core.read_node("n1")
     assert after.status.node_info.boot_id == "boot-2"
     assert int(after.metadata.resource_version) > int(before)
 
 
-def test_no_op_patch_keeps_resource_version(core: Any, store: KubeStore) -> None:
-    store.put_node("n1", labels={"a": "1"})
+def test_no_op_patch_keeps_resource_version(core: Any, kube_store: KubeStore) -> None:
+    kube_store.put_node("n1", labels={"a": "1"})
     before = core.read_node("n1").metadata.resource_version
     after = core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})
     assert after.metadata.resource_version == before

@@ -1,0 +1,393 @@
+"""Kubernetes side effects: quarantine, drain, node health, records, NodeClaims.
+
+One class with the official client's APIs injected. Every write is safe to
+repeat: read-modify-write with the object's resourceVersion (a 409 re-reads
+and tries again, so a concurrent writer's edit is never lost), evictions carry
+the pod's UID as a precondition, and "already done" answers (404 on delete, a
+taint already present, an event that already exists) count as success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.kube_drain import Drainer
+from gpu_remediation import contracts as c
+from gpu_remediation.ids import Activities
+from gpu_remediation.settings import Settings
+
+T = TypeVar("T")
+
+STATE_ANNOTATION = "gpu-remediation.io/state"
+NEEDS_HUMAN_LABEL = "gpu-remediation.io/needs-human"
+WAS_CORDONED_ANNOTATION = "gpu-remediation.io/was-cordoned"
+NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
+# Conditions whose True means a problem (Node Problem Detector polarity).
+NPD_PROBLEM_CONDITIONS = ("GpuHealthProblem", "EfaHealthProblem")
+CONFLICT_RETRIES = 10
+
+
+class KubernetesActivities:
+    """Activities that act on Nodes, Pods, Events and Karpenter NodeClaims."""
+
+    def __init__(self, core_v1: Any, custom: Any, settings: Settings) -> None:
+        """Bind to the API clients.
+
+        Args:
+            core_v1: ``kubernetes.client.CoreV1Api``.
+            custom: ``kubernetes.client.CustomObjectsApi`` (NodeClaims).
+            settings: Label, taint and namespace names, intervals.
+        """
+        self._core = core_v1
+        self._custom = custom
+        self._settings = settings
+        self._drainer = Drainer(core_v1, settings)
+
+    @activity.defn(name=Activities.READ_NODE_HEALTH)
+    async def read_node_health(self, input: c.ReadNodeHealthInput) -> c.NodeHealth:
+        """Read readiness, conditions, boot id, provider id and pool; a missing node says so."""
+        node = await _call(self._core.read_node, input.node, missing_ok=True)
+        if node is None:
+            return c.NodeHealth(exists=False)
+        status = node.status
+        conditions = [
+            c.NodeConditionState(
+                type=cond.type,
+                status=cond.status,
+                reason=cond.reason or "",
+                message=(cond.message or "")[:1024],
+                last_transition_time=cond.last_transition_time,
+            )
+            for cond in (status.conditions or [] if status else [])
+        ]
+        return c.NodeHealth(
+            exists=True,
+            ready=_ready(node),
+            boot_id=status.node_info.boot_id if status and status.node_info else "",
+            provider_id=(node.spec.provider_id if node.spec else None) or "",
+            node_pool=(node.metadata.labels or {}).get(self._settings.node_pool_label),
+            unschedulable=bool(node.spec and node.spec.unschedulable),
+            conditions=conditions,
+        )
+
+    @activity.defn(name=Activities.QUARANTINE_NODE)
+    async def quarantine_node(self, input: c.QuarantineNodeInput) -> c.QuarantineResult:
+        """Cordon and add the NoSchedule quarantine taint (idempotent)."""
+        result: dict[str, bool] = {}
+
+        def change(node: Any) -> dict[str, Any] | None:
+            spec = node.spec or k8s.V1NodeSpec()
+            taints = [_taint_dict(t) for t in (spec.taints or [])]
+            annotations = node.metadata.annotations or {}
+            result["taint_added"] = not any(t["key"] == input.taint_key for t in taints)
+            if result["taint_added"]:
+                result["was_already_cordoned"] = bool(spec.unschedulable)
+            else:
+                # A retry after our own quarantine: the first attempt wrote down
+                # whether someone else had cordoned the node.
+                result["was_already_cordoned"] = annotations.get(WAS_CORDONED_ANNOTATION) == "true"
+            if spec.unschedulable and not result["taint_added"]:
+                return None
+            if result["taint_added"]:
+                taints.append({"key": input.taint_key, "effect": "NoSchedule"})
+            was_cordoned = "true" if result["was_already_cordoned"] else "false"
+            return {
+                "metadata": {"annotations": {WAS_CORDONED_ANNOTATION: was_cordoned}},
+                "spec": {"unschedulable": True, "taints": taints},
+            }
+
+        await self._update_node(input.node, change)
+        return c.QuarantineResult(
+            was_already_cordoned=result["was_already_cordoned"], taint_added=result["taint_added"]
+        )
+
+    @activity.defn(name=Activities.RELEASE_NODE)
+    async def release_node(self, input: c.ReleaseNodeInput) -> c.ReleaseResult:
+        """Remove the quarantine taint and uncordon unless told not to (idempotent)."""
+        result = {"taint_removed": False, "uncordoned": False}
+
+        def change(node: Any) -> dict[str, Any] | None:
+            spec = node.spec or k8s.V1NodeSpec()
+            taints = [_taint_dict(t) for t in (spec.taints or [])]
+            kept = [t for t in taints if t["key"] != input.taint_key]
+            result["taint_removed"] = len(kept) != len(taints)
+            result["uncordoned"] = input.uncordon and bool(spec.unschedulable)
+            spec_patch: dict[str, Any] = {}
+            if result["taint_removed"]:
+                spec_patch["taints"] = kept
+            if result["uncordoned"]:
+                spec_patch["unschedulable"] = False
+            if not spec_patch:
+                return None
+            annotations = {WAS_CORDONED_ANNOTATION: None}  # null deletes it
+            return {"metadata": {"annotations": annotations}, "spec": spec_patch}
+
+        await self._update_node(input.node, change, missing_ok=True)
+        return c.ReleaseResult(**result)
+
+    @activity.defn(name=Activities.DRAIN_GPU_PODS)
+    async def drain_gpu_pods(self, input: c.DrainGpuPodsInput) -> c.DrainResult:
+        """Evict the node's GPU pods like ``kubectl drain`` (see ``activities.kube_drain``)."""
+        return await self._drainer.drain(input.node, input.timeout_s)
+
+    @activity.defn(name=Activities.RECORD_STEP)
+    async def record_step(self, input: c.RecordStepInput) -> None:
+        """Annotate the node with the incident's state and add a Node event.
+
+        The event's name derives from the incident and the message, so a retry
+        finds it already there instead of adding a second one.
+        """
+        state = {
+            "incident": input.incident_id,
+            "rung": input.rung.value if input.rung else None,
+            "fault_class": input.fault_class.value if input.fault_class else None,
+            "message": input.message,
+            "at": datetime.now(UTC).isoformat(),
+        }
+        patch = {"metadata": {"annotations": {STATE_ANNOTATION: json.dumps(state)}}}
+        node = await _call(self._core.patch_node, input.node, patch, missing_ok=True)
+        if node is None:
+            return
+        reason = "GpuRemediation" + "".join(
+            part.title() for part in (input.rung.value if input.rung else "step").split("_")
+        )
+        await self._event(node, input.incident_id, reason, input.message, warning=input.warning)
+
+    @activity.defn(name=Activities.ESCALATE)
+    async def escalate(self, input: c.EscalateInput) -> c.EscalationResult:
+        """Hand the node to people: a label to find it by, the story, a Warning event."""
+        patch = {
+            "metadata": {
+                "labels": {NEEDS_HUMAN_LABEL: "true"},
+                "annotations": {
+                    STATE_ANNOTATION: json.dumps(
+                        {
+                            "incident": input.incident_id,
+                            "rung": "escalate",
+                            "fault_class": input.fault_class.value,
+                            "message": input.reason,
+                            "at": datetime.now(UTC).isoformat(),
+                        }
+                    )
+                },
+            }
+        }
+        node = await _call(self._core.patch_node, input.node, patch, missing_ok=True)
+        if node is None:
+            return c.EscalationResult(
+                reference=f"node {input.node} is gone; see {input.incident_id}"
+            )
+        message = f"needs a human ({input.fault_class}): {input.reason}"
+        name = await self._event(
+            node, input.incident_id, "GpuRemediationEscalated", message, warning=True
+        )
+        namespace = self._settings.events_namespace
+        return c.EscalationResult(
+            reference=f"event {namespace}/{name}; nodes labelled {NEEDS_HUMAN_LABEL}=true"
+        )
+
+    @activity.defn(name=Activities.NOTIFY_WORKLOAD_OWNER)
+    async def notify_workload_owner(self, input: c.NotifyWorkloadOwnerInput) -> None:
+        """Put a Warning event on each GPU pod of the node: its owners watch their pods."""
+        for pod in await self._drainer.gpu_pods(input.node):
+            await self._event(
+                pod,
+                input.incident_id,
+                "GpuApplicationFault",
+                input.message,
+                warning=True,
+                kind="Pod",
+            )
+
+    @activity.defn(name=Activities.DELETE_NODE_CLAIM)
+    async def delete_node_claim(self, input: c.DeleteNodeClaimInput) -> c.DeleteNodeClaimResult:
+        """Delete the NodeClaim whose status.providerID is the node's; gone counts as done."""
+        group, version, plural = NODECLAIMS
+        claims = await _call(self._custom.list_cluster_custom_object, group, version, plural)
+        name = next(
+            (
+                item["metadata"]["name"]
+                for item in claims.get("items", [])
+                if input.provider_id
+                and item.get("status", {}).get("providerID") == input.provider_id
+            ),
+            None,
+        )
+        if name is None:
+            return c.DeleteNodeClaimResult(node_claim=None, already_gone=True)
+        deleted = await _call(
+            self._custom.delete_cluster_custom_object, group, version, plural, name, missing_ok=True
+        )
+        return c.DeleteNodeClaimResult(node_claim=name, already_gone=deleted is None)
+
+    @activity.defn(name=Activities.WAIT_FOR_REPLACEMENT)
+    async def wait_for_replacement(self, input: c.WaitForReplacementInput) -> c.ReplacementResult:
+        """Wait, heartbeating, until the old node is gone and a new pool node is Ready."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + input.timeout_s
+        selector = (
+            f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
+        )
+        while True:
+            old = await _call(self._core.read_node, input.node, missing_ok=True)
+            nodes = await _call(self._core.list_node, label_selector=selector)
+            fresh = sorted(
+                n.metadata.name
+                for n in nodes.items
+                if n.metadata.name != input.node
+                and n.metadata.creation_timestamp is not None
+                and n.metadata.creation_timestamp >= input.since
+                and _ready(n)
+            )
+            activity.heartbeat({"old_node_gone": old is None, "new_ready": fresh})
+            if old is None and fresh:
+                return c.ReplacementResult(old_node_gone=True, new_node=fresh[0])
+            if loop.time() >= deadline:
+                raise ApplicationError(
+                    f"replacement of {input.node} not complete within {input.timeout_s:.0f}s "
+                    f"(old node gone: {old is None}, new Ready nodes: {fresh})",
+                    type="ReplacementIncomplete",
+                )
+            await asyncio.sleep(self._settings.poll_interval.total_seconds())
+
+    @activity.defn(name=Activities.CHECK_BREAKER)
+    async def check_breaker(self, input: c.CheckBreakerInput) -> c.PoolHealth:
+        """Count the pool's nodes and those that look unhealthy right now."""
+        selector = (
+            f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
+        )
+        nodes = await _call(self._core.list_node, label_selector=selector)
+        unhealthy = sorted(n.metadata.name for n in nodes.items if self._unhealthy(n))
+        return c.PoolHealth(
+            node_pool=input.node_pool,
+            total=len(nodes.items),
+            unhealthy=len(unhealthy),
+            unhealthy_nodes=unhealthy[:1000],
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _unhealthy(self, node: Any) -> bool:
+        if not _ready(node):
+            return True
+        taints = (node.spec.taints or []) if node.spec else []
+        if any(t.key == self._settings.quarantine_taint_key for t in taints):
+            return True
+        for cond in (node.status.conditions or []) if node.status else []:
+            if cond.type in NPD_PROBLEM_CONDITIONS and cond.status == "True":
+                return True
+            if cond.type == "AcceleratedHardwareReady" and cond.status == "False":
+                return True
+        return False
+
+    async def _update_node(
+        self,
+        name: str,
+        change: Callable[[Any], dict[str, Any] | None],
+        *,
+        missing_ok: bool = False,
+    ) -> None:
+        """Read, change, write with resourceVersion; re-read on 409 so no edit is lost."""
+        for _ in range(CONFLICT_RETRIES):
+            node = await _call(self._core.read_node, name, missing_ok=missing_ok)
+            if node is None:
+                return
+            patch = change(node)
+            if patch is None:
+                return
+            patch.setdefault("metadata", {})["resourceVersion"] = node.metadata.resource_version
+            try:
+                await asyncio.to_thread(self._core.patch_node, name, patch)
+                return
+            except ApiException as err:
+                if err.status != 409:
+                    raise _api_error(f"patch node {name}", err) from err
+                activity.logger.info("node %s changed underneath, retrying", name)
+        raise ApplicationError(f"node {name} kept changing; gave up after {CONFLICT_RETRIES} tries")
+
+    async def _event(
+        self,
+        obj: Any,
+        incident_id: str,
+        reason: str,
+        message: str,
+        *,
+        warning: bool,
+        kind: str = "Node",
+    ) -> str:
+        digest = hashlib.sha256(f"{incident_id}\n{reason}\n{message}".encode()).hexdigest()[:16]
+        name = f"{obj.metadata.name}.{digest}"[:253]
+        namespace = obj.metadata.namespace or self._settings.events_namespace
+        now = datetime.now(UTC)
+        event = k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+            involved_object=k8s.V1ObjectReference(
+                kind=kind,
+                name=obj.metadata.name,
+                namespace=obj.metadata.namespace,
+                uid=obj.metadata.uid,
+                api_version="v1",
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=k8s.V1EventSource(component="gpu-remediation"),
+            reporting_component="gpu-remediation",
+        )
+        try:
+            await asyncio.to_thread(self._core.create_namespaced_event, namespace, event)
+        except ApiException as err:
+            if err.status != 409:  # already recorded by an earlier attempt
+                raise _api_error(f"create event {name}", err) from err
+        return name
+
+
+def _ready(node: Any) -> bool:
+    conditions = (node.status.conditions or []) if node.status else []
+    return any(cond.type == "Ready" and cond.status == "True" for cond in conditions)
+
+
+def _taint_dict(taint: Any) -> dict[str, Any]:
+    out = {"key": taint.key, "effect": taint.effect}
+    if taint.value is not None:
+        out["value"] = taint.value
+    if taint.time_added is not None:
+        out["timeAdded"] = taint.time_added.isoformat()
+    return out
+
+
+async def _call(fn: Callable[..., T], *args: Any, missing_ok: bool = False, **kwargs: Any) -> T:
+    """Run a blocking client call off the event loop; map its errors.
+
+    With ``missing_ok`` a 404 returns None (the object is already gone).
+    """
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except ApiException as err:
+        if missing_ok and err.status == 404:
+            return None  # type: ignore[return-value]
+        raise _api_error(getattr(fn, "__name__", "kubernetes call"), err) from err
+
+
+def _api_error(call: str, err: ApiException) -> ApplicationError:
+    """An activity error for an API failure: 4xx other than throttling is final."""
+    status = err.status or 0
+    final = 400 <= status < 500 and status not in (408, 409, 429)
+    return ApplicationError(
+        f"{call}: {status} {err.reason}: {(err.body or '')[:300]}",
+        type="KubernetesError" if not final else "InvalidInput",
+        non_retryable=final,
+    )

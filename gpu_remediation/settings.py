@@ -1,0 +1,66 @@
+"""Worker settings: how the activities reach the cluster and the cloud.
+
+Read from ``GPU_REMEDIATION_*`` environment variables (validated; a bad value
+stops the worker at start with the variable's name), so the same image runs
+against EKS, the fleet simulator or a test emulator.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from gpu_remediation.contracts import QUARANTINE_TAINT_KEY
+from gpu_remediation.models import Model
+
+PREFIX = "GPU_REMEDIATION_"
+
+
+class Settings(Model):
+    """Everything the activities need besides their clients."""
+
+    cluster: str = Field(default="default", min_length=1, max_length=100)
+    kube_context: str | None = None
+    kube_api_url: str | None = Field(
+        default=None, description="Talk to this API server (the simulator's) instead of kubeconfig."
+    )
+    aws_region: str = "us-west-2"
+    aws_endpoint_url: str | None = Field(default=None, description="moto in the simulator.")
+    host_executor: Literal["ssm", "job"] = "ssm"
+    job_namespace: str = "gpu-remediation"
+    job_image: str = Field(
+        default="nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04",
+        description="Image with nvidia-smi and dcgmi for the Job executor.",
+    )
+    node_pool_label: str = "karpenter.sh/nodepool"
+    quarantine_taint_key: str = QUARANTINE_TAINT_KEY
+    events_namespace: str = "default"
+    gpu_resource: str = "nvidia.com/gpu"
+    eviction_retry: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
+    poll_interval: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build the settings from ``GPU_REMEDIATION_<FIELD>`` variables.
+
+        Raises:
+            ValueError: Naming each bad variable.
+        """
+        source = os.environ if env is None else env
+        values = {
+            name: source[PREFIX + name.upper()]
+            for name in cls.model_fields
+            if PREFIX + name.upper() in source
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{PREFIX}{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+                for e in err.errors()
+            )
+            raise ValueError(f"invalid settings: {problems}") from err
