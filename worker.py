@@ -7,6 +7,11 @@ converter, and shuts down gracefully on SIGINT/SIGTERM: running activities
 get ``GRACEFUL_SHUTDOWN`` to finish before the worker exits, and workflows
 simply continue on another worker.
 
+Where the cluster and the cloud are comes from ``GPU_REMEDIATION_*`` variables
+(``gpu_remediation.settings.Settings``): in-cluster credentials or kubeconfig by
+default, the AWS SDK's usual credential chain, SSM for host commands unless
+``GPU_REMEDIATION_HOST_EXECUTOR=job``.
+
 Run: ``python worker.py`` (or ``make worker``).
 """
 
@@ -20,11 +25,21 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+import boto3
+from botocore.config import Config as BotoConfig
+from kubernetes import client as k8s
+from kubernetes import config as kube_config
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.aws import Ec2Activities, SsmExecutor
+from activities.host import HostActivities
+from activities.host_commands import HostCommandExecutor
+from activities.kube_jobs import JobExecutor
+from activities.kubernetes import KubernetesActivities
 from activities.temporal import TemporalActivities
 from gpu_remediation.ids import TASK_QUEUE
+from gpu_remediation.settings import Settings
 from gpu_remediation.temporal_setup import connect
 from workflows.node_remediation import NodeRemediationWorkflow
 from workflows.permit_guard import PermitGuardWorkflow
@@ -69,23 +84,64 @@ def build_worker(
     )
 
 
-def production_activities(client: Client) -> list[Callable[..., Any]]:
-    """The activity implementations available in this build.
+def production_activities(settings: Settings) -> list[Callable[..., Any]]:
+    """The real activities: Kubernetes, EC2, and host commands via SSM or Jobs.
 
-    The Kubernetes and AWS activities register here as they are implemented;
-    until then a workflow that reaches one of them fails that activity with
-    Temporal's "activity not registered" error, visible in the UI, and retries
-    it once a worker that has it is deployed.
+    Args:
+        settings: Where the cluster and the cloud are (``Settings.from_env()``).
     """
-    return []
+    api = kube_api_client(settings)
+    core, custom, batch = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api), k8s.BatchV1Api(api)
+    aws = {
+        "region_name": settings.aws_region,
+        "endpoint_url": settings.aws_endpoint_url,
+        # Adaptive mode retries throttling and 5xx with client-side rate limiting.
+        "config": BotoConfig(retries={"mode": "adaptive", "max_attempts": 8}),
+    }
+    executor: HostCommandExecutor
+    if settings.host_executor == "ssm":
+        executor = SsmExecutor(boto3.client("ssm", **aws), poll_interval=settings.poll_interval)
+    else:
+        executor = JobExecutor(batch, core, settings)
+    kube = KubernetesActivities(core, custom, settings)
+    ec2 = Ec2Activities(boto3.client("ec2", **aws), core, poll_interval=settings.poll_interval)
+    host = HostActivities(executor)
+    return [
+        kube.read_node_health,
+        kube.quarantine_node,
+        kube.release_node,
+        kube.drain_gpu_pods,
+        kube.record_step,
+        kube.escalate,
+        kube.notify_workload_owner,
+        kube.delete_node_claim,
+        kube.wait_for_replacement,
+        kube.check_breaker,
+        ec2.reboot_node,
+        host.reset_gpus,
+        host.run_diagnostic,
+    ]
+
+
+def kube_api_client(settings: Settings) -> k8s.ApiClient:
+    """An API client for the simulator's URL, the in-cluster account or kubeconfig."""
+    if settings.kube_api_url:
+        configuration = k8s.Configuration(host=settings.kube_api_url)
+        return k8s.ApiClient(configuration)
+    try:
+        kube_config.load_incluster_config()
+    except kube_config.ConfigException:
+        kube_config.load_kube_config(context=settings.kube_context)
+    return k8s.ApiClient()
 
 
 async def main() -> None:
     """Connect, run until a signal arrives, then drain and exit."""
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
+    settings = Settings.from_env()
     client = await connect()
     task_queue = os.environ.get("GPU_REMEDIATION_TASK_QUEUE", TASK_QUEUE)
-    worker = build_worker(client, production_activities(client), task_queue)
+    worker = build_worker(client, production_activities(settings), task_queue)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

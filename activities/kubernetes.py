@@ -235,6 +235,7 @@ class KubernetesActivities:
         """Wait, heartbeating, until the old node is gone and a new pool node is Ready."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + input.timeout_s
+        since = input.since.replace(microsecond=0)  # creationTimestamp has 1 s resolution
         selector = (
             f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
         )
@@ -246,7 +247,7 @@ class KubernetesActivities:
                 for n in nodes.items
                 if n.metadata.name != input.node
                 and n.metadata.creation_timestamp is not None
-                and n.metadata.creation_timestamp >= input.since
+                and n.metadata.creation_timestamp >= since
                 and _ready(n)
             )
             activity.heartbeat({"old_node_gone": old is None, "new_ready": fresh})

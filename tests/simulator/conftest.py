@@ -55,4 +55,3 @@ def batch(api_client: Any) -> Any:
 def custom(api_client: Any) -> Any:
     """``CustomObjectsApi`` against the emulator."""
     return client.CustomObjectsApi(api_client)
-

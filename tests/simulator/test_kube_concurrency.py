@@ -36,7 +36,9 @@ def test_patch_carrying_stale_resource_version_conflicts(core: Any, kube_store: 
     rv = core.read_node("n1").metadata.resource_version
     kube_store.set_node_ready("n1", False)  # another writer (the kubelet) moves it on
     with pytest.raises(ApiException) as err:
-        core.patch_node("n1", {"metadata": {"resourceVersion": rv}, "spec": {"unschedulable": True}})
+        core.patch_node(
+            "n1", {"metadata": {"resourceVersion": rv}, "spec": {"unschedulable": True}}
+        )
     assert err.value.status == 409
     fresh = core.read_node("n1").metadata.resource_version
     patched = core.patch_node(

@@ -1,0 +1,99 @@
+"""NodeClaims, waiting for replacement capacity, and the breaker's pool count."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.kubernetes import KubernetesActivities
+from gpu_remediation import contracts as c
+from simulator.kube_api import NODECLAIMS, NODES, KubeStore
+
+ENV = ActivityEnvironment()
+PROVIDER = "aws:///us-west-2a/i-0123456789abcdef0"
+
+
+def delete_claim(provider_id: str = PROVIDER) -> c.DeleteNodeClaimInput:
+    return c.DeleteNodeClaimInput(node="gpu-1", incident_id="i", provider_id=provider_id)
+
+
+async def test_the_node_claim_is_found_by_provider_id_and_deleted(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    store.put_nodeclaim("h100-abcde", node_pool="h100", provider_id=PROVIDER, node_name="gpu-1")
+    store.put_nodeclaim(
+        "h100-other", node_pool="h100", provider_id="aws:///us-west-2a/i-0fffffffffffffff0"
+    )
+    result = await ENV.run(kube_activities.delete_node_claim, delete_claim())
+    assert result.node_claim == "h100-abcde"
+    # Karpenter's finalizer keeps it until the instance is gone.
+    assert store.get(NODECLAIMS, "h100-abcde")["metadata"].get("deletionTimestamp")
+    assert not store.get(NODECLAIMS, "h100-other")["metadata"].get("deletionTimestamp")
+
+
+async def test_a_node_claim_already_deleted_is_done(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    result = await ENV.run(kube_activities.delete_node_claim, delete_claim())
+    assert result == c.DeleteNodeClaimResult(node_claim=None, already_gone=True)
+
+
+async def test_waiting_ends_when_the_old_node_is_gone_and_new_capacity_is_ready(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    store.put_node("gpu-1", node_pool="h100")
+    store.put_node("gpu-old-peer", node_pool="h100")
+    since = datetime.now(UTC) - timedelta(milliseconds=1)
+
+    def karpenter() -> None:
+        store.delete(NODES, "gpu-1")
+        store.put_node("gpu-9", node_pool="h100")
+
+    threading.Timer(0.2, karpenter).start()
+    result = await ENV.run(
+        kube_activities.wait_for_replacement,
+        c.WaitForReplacementInput(
+            node="gpu-1", incident_id="i", node_pool="h100", timeout_s=5, since=since
+        ),
+    )
+    assert result == c.ReplacementResult(old_node_gone=True, new_node="gpu-9")
+
+
+async def test_waiting_past_the_timeout_says_what_is_missing(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    store.put_node("gpu-1", node_pool="h100")
+    with pytest.raises(ApplicationError, match="old node gone: False") as err:
+        await ENV.run(
+            kube_activities.wait_for_replacement,
+            c.WaitForReplacementInput(
+                node="gpu-1",
+                incident_id="i",
+                node_pool="h100",
+                timeout_s=0.2,
+                since=datetime.now(UTC),
+            ),
+        )
+    assert err.value.type == "ReplacementIncomplete"
+
+
+async def test_the_breaker_counts_unready_quarantined_and_npd_flagged_nodes(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    store.put_node("a", node_pool="h100")
+    store.put_node("b", node_pool="h100", ready=False)
+    store.put_node(
+        "c", node_pool="h100", taints=[{"key": c.QUARANTINE_TAINT_KEY, "effect": "NoSchedule"}]
+    )
+    store.put_node(
+        "d", node_pool="h100", conditions=[{"type": "GpuHealthProblem", "status": "True"}]
+    )
+    store.put_node(
+        "e", node_pool="h100", conditions=[{"type": "AcceleratedHardwareReady", "status": "False"}]
+    )
+    store.put_node("x", node_pool="other", ready=False)
+    pool = await ENV.run(kube_activities.check_breaker, c.CheckBreakerInput(node_pool="h100"))
+    assert (pool.total, pool.unhealthy) == (5, 4)
+    assert pool.unhealthy_nodes == ["b", "c", "d", "e"]
