@@ -27,9 +27,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from moto.core import DEFAULT_ACCOUNT_ID
-from moto.ssm.exceptions import SSMException
 from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
+from moto.ssm.exceptions import SSMException
 from moto.ssm.models import ssm_backends
 
 from activities.host_commands import HostCommand, parse_tag

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 import pytest_asyncio
@@ -19,6 +19,7 @@ from gpu_remediation.temporal_setup import (
     register_search_attributes,
     time_skipping_server_path,
 )
+from simulator.kube_api import KubeApiServer, KubeStore
 
 T = TypeVar("T")
 
@@ -49,6 +50,28 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
     finally:
         await env.shutdown()
+
+
+@pytest.fixture
+def kube() -> Iterator[KubeApiServer]:
+    """A running Kubernetes API emulator; tests seed it through ``kube.store``."""
+    store = KubeStore()
+    with KubeApiServer(store) as server:
+        yield server
+    store.close()
+
+
+@pytest.fixture
+def store(kube: KubeApiServer) -> KubeStore:
+    """The emulator's store, for seeding and direct mutation."""
+    return kube.store
+
+
+@pytest.fixture
+def api(kube: KubeApiServer) -> Iterator[Any]:
+    """An official ``kubernetes.client.ApiClient`` configured for the emulator."""
+    with kube.api_client() as api_client:
+        yield api_client
 
 
 @pytest.fixture

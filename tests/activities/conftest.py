@@ -1,8 +1,7 @@
-"""Fixtures for the activity tests: the Kubernetes API emulator and fast settings."""
+"""Fixtures for the activity tests: fast settings and the Kubernetes activities."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -11,27 +10,6 @@ from kubernetes import client
 
 from activities.kubernetes import KubernetesActivities
 from gpu_remediation.settings import Settings
-from simulator.kube_api import KubeApiServer, KubeStore
-
-
-@pytest.fixture
-def kube() -> Iterator[KubeApiServer]:
-    """A running emulator; tests seed it through ``kube.store``."""
-    store = KubeStore()
-    with KubeApiServer(store) as server:
-        yield server
-    store.close()
-
-
-@pytest.fixture
-def store(kube: KubeApiServer) -> KubeStore:
-    return kube.store
-
-
-@pytest.fixture
-def api(kube: KubeApiServer) -> Iterator[Any]:
-    with kube.api_client() as api_client:
-        yield api_client
 
 
 @pytest.fixture

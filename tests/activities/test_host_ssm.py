@@ -124,12 +124,11 @@ async def test_ssm_timed_out_is_a_host_command_failure() -> None:
     "bad", ["", "i-0123456789abcdef0", "aws:///us-west-2a/i-XYZ", "gce://p/z/n"]
 )
 async def test_a_malformed_provider_id_is_invalid_input(bad: str) -> None:
-    with ssm_cloud() as (_cloud, hosts, executor):
-        with pytest.raises(ApplicationError) as err:
-            await ActivityEnvironment().run(
-                HostActivities(executor).reset_gpus,
-                ResetGpusInput(node="gpu-1", incident_id="i", provider_id=bad),
-            )
+    with ssm_cloud() as (_cloud, hosts, executor), pytest.raises(ApplicationError) as err:
+        await ActivityEnvironment().run(
+            HostActivities(executor).reset_gpus,
+            ResetGpusInput(node="gpu-1", incident_id="i", provider_id=bad),
+        )
     assert err.value.type == "InvalidInput"
     assert err.value.non_retryable
     assert hosts.seen == []
