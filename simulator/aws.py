@@ -26,7 +26,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 from moto.ssm.exceptions import SSMException
@@ -183,9 +183,11 @@ class MotoCloud:
                 self.on_reboot(instance.id)
             return rebooted
 
-        ssm.send_command = send_command
-        ssm.get_command_invocation = get_command_invocation
-        ec2.reboot_instances = reboot_instances
+        # Instance attributes shadow the backends' methods for this cloud only;
+        # the restore list deletes them again.
+        ssm.send_command = send_command  # type: ignore[method-assign,assignment]
+        ssm.get_command_invocation = get_command_invocation  # type: ignore[method-assign]
+        ec2.reboot_instances = reboot_instances  # type: ignore[method-assign]
         self._restore += [
             lambda: delattr(ssm, "send_command"),
             lambda: delattr(ssm, "get_command_invocation"),

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -124,14 +124,6 @@ class ReplacementPermit:
             raise RuntimeError(
                 f"permit already requested as {self._request_id!r}; release it first"
             )
-        await workflow.execute_activity(
-            Activities.ENSURE_SEMAPHORE,
-            EnsureSemaphoreInput(capacity=capacity, workflow_id=self._semaphore_workflow_id),
-            task_queue=self._task_queue,
-            start_to_close_timeout=ENSURE_SEMAPHORE_TIMEOUT,
-            retry_policy=ENSURE_SEMAPHORE_RETRY,
-            summary="ensure the replacement semaphore is running",
-        )
         info = workflow.info()
         self._request_id = request_id
         try:
@@ -148,15 +140,20 @@ class ReplacementPermit:
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=f"releases permit {request_id} when its holder closes",
             )
-            await workflow.get_external_workflow_handle(self._semaphore_workflow_id).signal(
-                Signals.REQUEST_PERMIT,
-                PermitRequest(
-                    holder_workflow_id=info.workflow_id,
-                    holder_run_id=info.run_id,
-                    request_id=request_id,
-                    lease=lease,
-                ),
+            request = PermitRequest(
+                holder_workflow_id=info.workflow_id,
+                holder_run_id=info.run_id,
+                request_id=request_id,
+                lease=lease,
             )
+            semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)
+            try:
+                await semaphore.signal(Signals.REQUEST_PERMIT, request)
+            except FailureError:
+                # Not running yet (first use, or after an operator removed it):
+                # start it, then ask again. Running, it costs nothing extra.
+                await self._ensure_semaphore(capacity)
+                await semaphore.signal(Signals.REQUEST_PERMIT, request)
             await workflow.wait_condition(
                 lambda: self._grant is not None, timeout=timeout, timeout_summary=WAIT_SUMMARY
             )
@@ -184,18 +181,27 @@ class ReplacementPermit:
         if request_id is None:
             return
         self._request_id, self._grant, self._guard = None, None, None
-        try:
-            await workflow.get_external_workflow_handle(self._semaphore_workflow_id).signal(
-                Signals.RELEASE_PERMIT, PermitRelease(request_id=request_id, reason=reason)
-            )
-        finally:
-            if guard is not None:
-                guard.cancel()
-                try:
-                    # The guard releases once more (idempotent) and completes;
-                    # waiting for it leaves no child behind.
-                    await guard
-                except ChildWorkflowError as err:
-                    # Only if someone terminated the guard: the release above
-                    # already went out, so there is nothing left to undo.
-                    workflow.logger.warning("Permit guard of %s ended badly: %s", request_id, err)
+        if guard is not None:
+            # The guard signals the release when cancelled: one release signal
+            # instead of two. Waiting for it leaves no child behind.
+            guard.cancel()
+            try:
+                await guard
+            except ChildWorkflowError as err:
+                # Only if someone terminated the guard: release directly.
+                workflow.logger.warning("Permit guard of %s ended badly: %s", request_id, err)
+            else:
+                return
+        await workflow.get_external_workflow_handle(self._semaphore_workflow_id).signal(
+            Signals.RELEASE_PERMIT, PermitRelease(request_id=request_id, reason=reason)
+        )
+
+    async def _ensure_semaphore(self, capacity: int) -> None:
+        await workflow.execute_activity(
+            Activities.ENSURE_SEMAPHORE,
+            EnsureSemaphoreInput(capacity=capacity, workflow_id=self._semaphore_workflow_id),
+            task_queue=self._task_queue,
+            start_to_close_timeout=ENSURE_SEMAPHORE_TIMEOUT,
+            retry_policy=ENSURE_SEMAPHORE_RETRY,
+            summary="start the replacement semaphore",
+        )

@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import errors
-from .disruption import ScaleKey, check_eviction, compute_status, validate_pdb_spec
+from .disruption import (
+    ScaleKey,
+    check_eviction,
+    compute_status,
+    pdb_matches,
+    validate_pdb_spec,
+)
 from .errors import status_body
 from .patching import (
     JSON_PATCH,
@@ -120,32 +126,44 @@ class ApiStore(ObjectStore):
         """Compute the status a PDB has right now."""
         with self.lock:
             ns = pdb["metadata"].get("namespace")
-            pods, _ = self.list_objects(PODS, ns)
-            return compute_status(pdb, pods, self._scales, self.now())
+            return compute_status(pdb, self.peek(PODS, ns), self._scales, self.now())
 
     def _on_change(self, change: Change) -> None:
         # The disruption controller's job, done synchronously: keep PDB status current.
-        if change.resource not in (PODS.key, PDBS.key) or self._recomputing:
+        if self._recomputing or change.resource not in (PODS.key, PDBS.key):
             return
+        if change.resource == PDBS.key:
+            if change.type == "DELETED":
+                return
+            names = {change.obj["metadata"]["name"]}
+        else:
+            # Only budgets selecting the pod before or after the change can move.
+            names = {
+                pdb["metadata"]["name"]
+                for pdb in self.peek(PDBS, change.namespace)
+                if pdb_matches(pdb, change.obj)
+                or (change.old is not None and pdb_matches(pdb, change.old))
+            }
+        if names:
+            self._refresh_pdbs(change.namespace, names)
+
+    def _refresh_pdbs(self, namespace: str, names: set[str] | None = None) -> None:
         self._recomputing = True
         try:
-            self._refresh_pdbs(change.namespace)
+            pods = self.peek(PODS, namespace)
+            for pdb in self.peek(PDBS, namespace):
+                name = pdb["metadata"]["name"]
+                if names is not None and name not in names:
+                    continue
+                status = compute_status(pdb, pods, self._scales, self.now())
+                if status != pdb.get("status"):
+
+                    def write(obj: JSON, status: JSON = status) -> None:
+                        obj["status"] = status
+
+                    self.mutate(PDBS, name, namespace, write)
         finally:
             self._recomputing = False
-
-    def _refresh_pdbs(self, namespace: str) -> None:
-        pdbs, _ = self.list_objects(PDBS, namespace)
-        if not pdbs:
-            return
-        pods, _ = self.list_objects(PODS, namespace)
-        for pdb in pdbs:
-            status = compute_status(pdb, pods, self._scales, self.now())
-            if status != pdb.get("status"):
-
-                def write(obj: JSON, status: JSON = status) -> None:
-                    obj["status"] = status
-
-                self.mutate(PDBS, pdb["metadata"]["name"], namespace, write)
 
     def set_workload_scale(self, namespace: str, kind: str, name: str, replicas: int) -> None:
         """Declare a workload controller's replica count (PDB ``expectedPods``).
@@ -155,11 +173,7 @@ class ApiStore(ObjectStore):
         """
         with self.lock:
             self._scales[(namespace, kind, name)] = replicas
-            self._recomputing = True
-            try:
-                self._refresh_pdbs(namespace)
-            finally:
-                self._recomputing = False
+            self._refresh_pdbs(namespace)
 
     # ----------------------------------------------------------- API writes
 
@@ -285,6 +299,9 @@ class ApiStore(ObjectStore):
             ApiError: 404 when missing, 409 when a precondition fails.
         """
         opts = options or {}
+        if opts.get("dryRun"):
+            # Not emulated: refusing beats deleting for real on a "dry" request.
+            raise errors.bad_request("dryRun is not supported by the Kubernetes API emulator")
         pre = opts.get("preconditions") or {}
         propagation = opts.get("propagationPolicy")
         if propagation is None and opts.get("orphanDependents") is not None:
@@ -306,7 +323,10 @@ class ApiStore(ObjectStore):
             )
             if graceful_until is not None and grace is not None:
                 self._schedule(grace * self.pod_grace_scale, rtype, name, namespace)
-            self._cascade(current["metadata"]["uid"], propagation)
+            if gone:
+                # The garbage collector acts once the owner is gone (an owner held by
+                # finalizers keeps its dependents; see README deviations).
+                self._cascade(current["metadata"]["uid"], propagation)
         if gone and not rtype.return_deleted_object:
             details: JSON = {"name": name, "kind": rtype.plural, "uid": obj["metadata"]["uid"]}
             if rtype.group:

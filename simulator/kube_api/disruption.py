@@ -12,7 +12,7 @@ pods are expected. Eviction follows ``pkg/registry/core/pod/storage/eviction.go`
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import errors
@@ -103,14 +103,22 @@ def _expected_scale(pods: list[JSON], scales: Mapping[ScaleKey, int]) -> int:
     return total
 
 
-def compute_status(pdb: JSON, pods: list[JSON], scales: Mapping[ScaleKey, int], now: str) -> JSON:
-    """Compute a PDB's status from the pods in its namespace."""
+def compute_status(
+    pdb: JSON, pods: Iterable[JSON], scales: Mapping[ScaleKey, int], now: str
+) -> JSON:
+    """Compute a PDB's status from the pods in its namespace (``pods`` is only read)."""
     spec = pdb.get("spec") or {}
-    matching = [
-        p
-        for p in pods
-        if pdb_matches(pdb, p) and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
-    ]
+    selector = selector_from_object(spec.get("selector"))
+    matching = (
+        []
+        if selector is None
+        else [
+            p
+            for p in pods
+            if selector.matches((p.get("metadata") or {}).get("labels"))
+            and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
+        ]
+    )
     healthy = sum(1 for p in matching if pod_healthy(p))
     expected = 0
     desired = 0

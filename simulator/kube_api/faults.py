@@ -1,7 +1,8 @@
 """Fault injection and the request log.
 
-A :class:`FaultRule` matches requests by method and a regular expression searched in the
-path (query string excluded) and then, for a bounded number of requests (``times``) or
+A :class:`FaultRule` matches requests by method, a regular expression searched in the
+path and, optionally, one searched in the raw query string (to single out watches with
+``watch=``), and then, for a bounded number of requests (``times``) or
 with a seeded probability, adds latency, answers with an error status (429 with an
 optional Retry-After, 500, 503, ...), or drops the connection without a response.
 """
@@ -42,6 +43,7 @@ class FaultRule:
     Attributes:
         path: Regular expression searched in the request path (``re.search``).
         method: HTTP method to match, or ``*`` for any.
+        query: Regular expression searched in the raw query string; None matches any.
         status: Error status to answer with; None for latency-only rules.
         retry_after: Seconds for a ``Retry-After`` header (with 429/503).
         message: Message of the Status body.
@@ -55,6 +57,7 @@ class FaultRule:
 
     path: str
     method: str = "*"
+    query: str | None = None
     status: int | None = None
     retry_after: int | None = None
     message: str = "injected fault"
@@ -65,24 +68,29 @@ class FaultRule:
     id: int = 0
     hits: int = 0
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _query_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._regex = re.compile(self.path)
+        self._query_regex = re.compile(self.query) if self.query is not None else None
         if self.status is None and not self.drop and self.latency <= 0:
             raise ValueError("a fault rule needs a status, drop=True or a latency")
         if not 0.0 <= self.probability <= 1.0:
             raise ValueError("probability must be within [0, 1]")
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, query: str = "") -> bool:
         """Whether the rule applies to this request (ignoring budget and chance)."""
-        return (self.method == "*" or self.method.upper() == method) and bool(
-            self._regex.search(path)
-        )
+        if self.method != "*" and self.method.upper() != method:
+            return False
+        if self._query_regex is not None and not self._query_regex.search(query):
+            return False
+        return bool(self._regex.search(path))
 
     def to_json(self) -> JSON:
         """A JSON view (for the admin endpoint)."""
         data = asdict(self)
         data.pop("_regex", None)
+        data.pop("_query_regex", None)
         return data
 
     @classmethod
@@ -95,6 +103,7 @@ class FaultRule:
         allowed = {
             "path",
             "method",
+            "query",
             "status",
             "retry_after",
             "message",
@@ -165,6 +174,7 @@ class FaultInjector:
         path: str,
         *,
         method: str = "*",
+        query: str | None = None,
         status: int | None = None,
         times: int | None = None,
         probability: float = 1.0,
@@ -178,6 +188,7 @@ class FaultInjector:
             FaultRule(
                 path=path,
                 method=method,
+                query=query,
                 status=status,
                 times=times,
                 probability=probability,
@@ -206,7 +217,7 @@ class FaultInjector:
             self._rules = []
             self._rng = random.Random(self._seed)
 
-    def decide(self, method: str, path: str) -> Decision:
+    def decide(self, method: str, path: str, query: str = "") -> Decision:
         """Consume the budget of matching rules and return the combined decision.
 
         Latencies of every firing rule add up; the first firing error or drop wins.
@@ -215,7 +226,7 @@ class FaultInjector:
         fired: list[int] = []
         with self._lock:
             for rule in self._rules:
-                if not rule.matches(method, path):
+                if not rule.matches(method, path, query):
                     continue
                 if rule.times is not None and rule.hits >= rule.times:
                     continue

@@ -63,6 +63,8 @@ class ResourceType:
     # Pods and custom resources answer DELETE with the object; others with a Status.
     return_deleted_object: bool = False
     short_names: tuple[str, ...] = ()
+    # Go struct fields always serialized (``"spec": {}``) for built-in types.
+    struct_fields: tuple[str, ...] = ("spec", "status")
 
     @property
     def api_version(self) -> str:
@@ -140,6 +142,7 @@ EVENTS = ResourceType(
     kind="Event",
     namespaced=True,
     has_status=False,
+    struct_fields=(),
     merge_keys=dict(_METADATA_KEYS),
     extra_fields={
         **{
@@ -200,6 +203,7 @@ NODECLAIMS = ResourceType(
     namespaced=False,
     has_generation=True,
     merge_keys=None,
+    struct_fields=(),
     allow_unconditional_update=False,
     return_deleted_object=True,
 )
@@ -213,6 +217,7 @@ NODEPOOLS = ResourceType(
     namespaced=False,
     has_generation=True,
     merge_keys=None,
+    struct_fields=(),
     allow_unconditional_update=False,
     return_deleted_object=True,
 )

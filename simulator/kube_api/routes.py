@@ -17,6 +17,7 @@ from typing import Any
 from . import discovery, errors
 from .errors import ApiError, status_body
 from .faults import FaultInjector, FaultRule, RequestRecord
+from .patching import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from .resources import PODS, ResourceType, lookup
 from .seeding import KubeStore
 from .selectors import parse_field_selector, parse_label_selector
@@ -241,9 +242,12 @@ class Router:
         timeout = self.default_watch_timeout
         if q.get("timeoutSeconds"):
             try:
-                timeout = float(q["timeoutSeconds"])
+                requested = float(q["timeoutSeconds"])
             except ValueError:
                 raise errors.bad_request("timeoutSeconds must be a number") from None
+            # Like the real server, 0 (or less) means "the server's default".
+            if requested > 0:
+                timeout = requested
         bookmarks = _flag(q, "allowWatchBookmarks")
         try:
             watcher = self.store.watch(
@@ -299,6 +303,9 @@ class Router:
     def _patch(self, req: Request, t: _Target, subresource: str | None) -> JSON:
         assert t.name is not None
         content_type = req.content_type.split(";")[0].strip().lower()
+        if content_type not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+            # Checked before decoding: e.g. server-side apply bodies are YAML.
+            raise errors.unsupported_media_type(content_type)
         return self.store.patch_object(
             t.rtype, t.name, t.namespace, content_type, _decode(req.body), subresource
         )
@@ -356,6 +363,13 @@ class Router:
             self.faults.clear_requests()
             self.store.clear()
             return Response(200, status_body("Success", 200))
+        if parts == ["history"] and req.method == "POST":
+            data = _decode(req.body)
+            size = data.get("size") if isinstance(data, dict) else None
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise errors.bad_request('expected {"size": <non-negative integer>}')
+            self.store.set_history_size(size)
+            return Response(200, {"size": size})
         if parts == ["compact"] and req.method == "POST":
             self.store.compact()
             return Response(200, {"resourceVersion": self.store.resource_version})

@@ -8,8 +8,10 @@ current. Objects are complete enough for the official client's model validation 
 
 from __future__ import annotations
 
+import copy
 import secrets
 import uuid
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -52,6 +54,12 @@ def _set_condition(conditions: list[JSON], new: JSON) -> list[JSON]:
     return out
 
 
+def _node_ip(name: str) -> str:
+    # Stable per name, so re-seeding a node keeps its address.
+    h = zlib.crc32(name.encode())
+    return f"10.{(h >> 16) & 0xFF}.{(h >> 8) & 0xFF}.{h & 0xFF}"
+
+
 def owner_reference(kind: str, name: str, uid: str) -> JSON:
     """A controller ownerReference (``apps/v1`` unless the kind is known otherwise)."""
     return {
@@ -92,8 +100,10 @@ class KubeStore(ApiStore):
                     if k in current["metadata"]
                 }
                 current.clear()
-                current.update(obj)
-                current["metadata"] = {**obj.get("metadata", {}), **kept}
+                current.update(copy.deepcopy(obj))
+                current["apiVersion"] = rtype.api_version
+                current["kind"] = rtype.kind
+                current["metadata"] = {**current.get("metadata", {}), **kept}
 
             return self.mutate(rtype, meta["name"], namespace, overwrite)
 
@@ -201,7 +211,7 @@ class KubeStore(ApiStore):
             "status": {
                 "conditions": conds,
                 "addresses": [
-                    {"type": "InternalIP", "address": "10.0.0.1"},
+                    {"type": "InternalIP", "address": _node_ip(name)},
                     {"type": "Hostname", "address": name},
                 ],
                 "capacity": dict(resources),

@@ -11,8 +11,10 @@ import json
 import logging
 import select
 import socket
+import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -21,9 +23,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from .errors import ApiError, internal, status_body
+from .errors import ApiError, internal
 from .faults import Decision, FaultInjector, RequestRecord, reason_for
-from .routes import ADMIN_PREFIX, Request, Response, Router, WatchStream
+from .routes import ADMIN_PREFIX, Request, Response, Router, WatchStream, error_response
 from .seeding import KubeStore
 
 JSON = dict[str, Any]
@@ -38,7 +40,9 @@ class _HTTPServer(ThreadingHTTPServer):
     block_on_close = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], router_factory: Any) -> None:
+    def __init__(
+        self, address: tuple[str, int], router_factory: Callable[[_HTTPServer], Router]
+    ) -> None:
         super().__init__(address, _Handler)
         self.stopping = threading.Event()
         self._conns: set[socket.socket] = set()
@@ -46,6 +50,24 @@ class _HTTPServer(ThreadingHTTPServer):
         self.router: Router = router_factory(self)
         self.faults: FaultInjector = self.router.faults
         self.bookmark_interval = 1.0
+        self._streams = 0
+        self._streams_cond = threading.Condition()
+
+    def stream_started(self) -> None:
+        """Count an open watch stream."""
+        with self._streams_cond:
+            self._streams += 1
+
+    def stream_ended(self) -> None:
+        """Uncount a watch stream and wake :meth:`wait_streams`."""
+        with self._streams_cond:
+            self._streams -= 1
+            self._streams_cond.notify_all()
+
+    def wait_streams(self, timeout: float) -> bool:
+        """Wait until every watch stream has ended; returns whether they all did."""
+        with self._streams_cond:
+            return self._streams_cond.wait_for(lambda: self._streams == 0, timeout)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         with self._conns_lock:
@@ -69,8 +91,6 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that goes away mid-response is normal (watch.stop(), timeouts).
-        import sys
-
         exc = sys.exc_info()[1]
         if isinstance(exc, ConnectionError | TimeoutError):
             log.debug("client %s went away: %s", client_address, exc)
@@ -92,6 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
     # waits ~40 ms for the client's delayed ACK.
     disable_nagle_algorithm = True
     server: _HTTPServer
+    _started = 0.0
+    _record_pending = False
+    _decision = Decision()
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
@@ -112,38 +135,65 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def _serve(self) -> None:
-        started = time.monotonic()
+        self._started = time.monotonic()
         url = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        body = self._read_body()
         admin = url.path.startswith(ADMIN_PREFIX)
-        decision = Decision() if admin else self.server.faults.decide(self.command, url.path)
-        status: int | None = None
+        decision = (
+            Decision() if admin else self.server.faults.decide(self.command, url.path, url.query)
+        )
+        self._record_pending = not admin
+        self._decision = decision
         try:
-            status = self._respond(url.path, url.query, body, decision)
+            self._respond(url.path, url.query, body, decision)
         finally:
-            if not admin:
-                self.server.faults.record(
-                    RequestRecord(
-                        method=self.command,
-                        path=url.path,
-                        query=url.query,
-                        status=status,
-                        fault=bool(decision.rule_ids),
-                        started=started,
-                        duration=time.monotonic() - started,
-                    )
-                )
+            # Only reached unlogged when the handler failed before answering.
+            self._record(None)
 
-    def _respond(self, path: str, query: str, body: bytes, decision: Decision) -> int | None:
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            # Clients streaming a body of unknown size (kubectl may) send it chunked.
+            parts: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers carry nothing the emulator uses
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _record(self, status: int | None) -> None:
+        # Logged before the last response byte leaves, so a client that has its answer
+        # always finds the request in the log.
+        if not self._record_pending:
+            return
+        self._record_pending = False
+        url = urlsplit(self.path)
+        self.server.faults.record(
+            RequestRecord(
+                method=self.command,
+                path=url.path,
+                query=url.query,
+                status=status,
+                fault=bool(self._decision.rule_ids),
+                started=self._started,
+                duration=time.monotonic() - self._started,
+            )
+        )
+
+    def _respond(self, path: str, query: str, body: bytes, decision: Decision) -> None:
         if decision.latency > 0 and self.server.stopping.wait(decision.latency):
             self.close_connection = True
-            return None
+            return
         if decision.drop:
             # Close without any response bytes: the client sees RemoteDisconnected.
             self.close_connection = True
+            self._record(None)
             _shutdown_socket(self.connection)
-            return None
+            return
         if decision.status is not None:
             exc = ApiError(
                 decision.status,
@@ -151,11 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
                 decision.message,
                 retry_after=decision.retry_after,
             )
-            resp = Response(exc.code, exc.status())
-            if decision.retry_after is not None:
-                resp.headers["Retry-After"] = str(decision.retry_after)
-            self._send(resp)
-            return resp.status
+            self._send(error_response(exc))
+            return
         request = Request(
             method=self.command,
             path=path,
@@ -171,15 +218,15 @@ class _Handler(BaseHTTPRequestHandler):
             result = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
         if isinstance(result, WatchStream):
             self._stream(result)
-            return 200
-        self._send(result)
-        return result.status
+        else:
+            self._send(result)
 
     def _send(self, resp: Response) -> None:
         if resp.content_type == "application/json":
             data = json.dumps(resp.body, separators=(",", ":")).encode()
         else:
             data = str(resp.body).encode()
+        self._record(resp.status)
         self.send_response(resp.status)
         self.send_header("Content-Type", resp.content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -206,6 +253,14 @@ class _Handler(BaseHTTPRequestHandler):
             return True
 
     def _stream(self, ws: WatchStream) -> None:
+        self._record(200)
+        self.server.stream_started()
+        try:
+            self._stream_events(ws)
+        finally:
+            self.server.stream_ended()
+
+    def _stream_events(self, ws: WatchStream) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -230,12 +285,17 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + ws.timeout
         interval = self.server.bookmark_interval
         next_bookmark = time.monotonic() + interval
-        while not self.server.stopping.is_set():
+        while True:
+            if self.server.stopping.is_set():
+                # End the stream cleanly (terminating chunk), as a server shutting down
+                # gracefully does; clients see the watch end, not a broken response.
+                self.close_connection = True
+                return
             now = time.monotonic()
             if now >= deadline:
                 return
             try:
-                events = watcher.poll(min(_WATCH_TICK, deadline - now))
+                events = watcher.poll(min(_WATCH_TICK, deadline - now), self.server.stopping.is_set)
             except ApiError as exc:
                 self._chunk({"type": "ERROR", "object": exc.status()})
                 return
@@ -247,7 +307,6 @@ class _Handler(BaseHTTPRequestHandler):
             if not events and self._client_gone():
                 self.close_connection = True
                 return
-        self.close_connection = True
 
 
 class KubeApiServer:
@@ -314,7 +373,7 @@ class KubeApiServer:
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.1},
+            kwargs={"poll_interval": 0.02},  # also bounds how long stop() waits
             name=f"kube-api-emulator:{self.port}",
             daemon=True,
         )
@@ -327,7 +386,10 @@ class KubeApiServer:
         if httpd is None or thread is None:
             return
         httpd.stopping.set()
+        self.store.wake()
         httpd.shutdown()
+        if not httpd.wait_streams(2.0):
+            log.warning("watch streams still open after 2 s; closing their connections")
         httpd.close_connections()
         httpd.server_close()
         thread.join()
@@ -386,5 +448,11 @@ class KubeApiServer:
         """The request log (method, path, query, status, whether a fault fired)."""
         return self.faults.requests()
 
+    def reset(self) -> None:
+        """Remove every fault rule, request record and object (``POST /_emulator/reset``)."""
+        self.faults.clear()
+        self.faults.clear_requests()
+        self.store.clear()
 
-__all__ = ["KubeApiServer", "status_body"]
+
+__all__ = ["KubeApiServer"]

@@ -41,6 +41,13 @@ def _spec_view(obj: JSON) -> JSON:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+def _normalize(rtype: ResourceType, obj: JSON) -> None:
+    # Go serializes non-pointer struct fields even when empty: "spec": {}, "status": {}.
+    for struct in rtype.struct_fields:
+        if not isinstance(obj.get(struct), dict):
+            obj[struct] = {}
+
+
 def _meta(obj: JSON) -> JSON:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
@@ -61,7 +68,8 @@ class ObjectStore:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._objects: dict[str, dict[Key, JSON]] = {r.key: {} for r in ALL_RESOURCES}
-        self._rv = 0
+        # A fresh etcd is at revision 1; never 0, which a watch or list reads as "any".
+        self._rv = 1
         self._history = History(history_size)
         self._closed = False
         self._hooks: list[ChangeHook] = []
@@ -106,6 +114,11 @@ class ObjectStore:
             self._closed = True
             self._cond.notify_all()
 
+    def wake(self) -> None:
+        """Wake every waiting watcher so it re-checks its stop condition."""
+        with self._cond:
+            self._cond.notify_all()
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
@@ -115,6 +128,7 @@ class ObjectStore:
         # Caller holds the lock. Stamps the next resourceVersion, stores, records, notifies.
         self._rv += 1
         stored = copy.deepcopy(new)
+        _normalize(rtype, stored)
         _meta(stored)["resourceVersion"] = str(self._rv)
         ns = str(_meta(stored).get("namespace") or "")
         key = (ns, str(_meta(stored)["name"]))
@@ -164,19 +178,35 @@ class ObjectStore:
             ]
             return items, str(self._rv)
 
+    def peek(self, rtype: ResourceType, namespace: str | None = None) -> list[JSON]:
+        """The stored objects themselves, unsorted, for read-only scans under :attr:`lock`.
+
+        Cheaper than :meth:`list_objects` (no copies): callers must not mutate them.
+        """
+        with self._lock:
+            return [
+                obj
+                for (ns, _), obj in self._objects[rtype.key].items()
+                if namespace is None or ns == namespace
+            ]
+
     def watch(
         self,
         rtype: ResourceType,
-        namespace: str | None,
-        labels: LabelSelector,
-        fields: FieldSelector,
-        resource_version: str | None,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        resource_version: str | None = None,
     ) -> Watcher:
         """Start a watch; no resourceVersion (or "0") first replays the current state.
+
+        Usable from Python too: ``watcher.poll(timeout)`` returns the next events.
 
         Raises:
             ApiError: 400 for a non-numeric resourceVersion, 410 when it is too old.
         """
+        labels = labels or LabelSelector()
+        fields = fields or FieldSelector((), rtype.field_getters())
         with self._lock:
             initial: list[JSON] = []
             if resource_version in (None, "", "0"):
@@ -416,12 +446,14 @@ class ObjectStore:
                         )
                     ],
                 )
-        if prepare is not None:
-            prepare(old, new)
         if rtype.has_generation:
             generation = int(old_meta.get("generation", 1))
             meta["generation"] = generation + (_spec_view(new) != _spec_view(old))
+        if prepare is not None:
+            # After the generation bump: a PDB's status reports the observed generation.
+            prepare(old, new)
         meta["resourceVersion"] = old_meta["resourceVersion"]
+        _normalize(rtype, new)
         if new == old:
             # A no-op write neither bumps the resourceVersion nor emits an event.
             return copy.deepcopy(old)
@@ -458,6 +490,7 @@ class ObjectStore:
                 new_meta["generation"] = int(_meta(old).get("generation", 1)) + (
                     _spec_view(new) != _spec_view(old)
                 )
+            _normalize(rtype, new)
             if new == old:
                 return copy.deepcopy(old)
             if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):

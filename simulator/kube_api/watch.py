@@ -124,8 +124,11 @@ class Watcher:
             return None
         return {"type": change.type, "object": change.obj} if now else None
 
-    def poll(self, timeout: float) -> list[JSON]:
+    def poll(self, timeout: float, stop: Callable[[], bool] | None = None) -> list[JSON]:
         """Wait up to ``timeout`` seconds and return the next watch events (maybe none).
+
+        ``stop`` is checked whenever the store's condition is notified (see
+        ``ObjectStore.wake``), so a stopping server ends its watches at once.
 
         Raises:
             ApiError: 410 Expired when the watcher's position left the retained window.
@@ -135,7 +138,12 @@ class Watcher:
             return out
         with self._cond:
             self._cond.wait_for(
-                lambda: self._current_rv() > self.position or self._closed(), timeout
+                lambda: (
+                    self._current_rv() > self.position
+                    or self._closed()
+                    or (stop is not None and stop())
+                ),
+                timeout,
             )
             if self.position < self._history.compacted_rv:
                 raise expired(

@@ -71,7 +71,7 @@ def test_ec2_reboots_reach_the_simulator() -> None:
 
 
 def test_the_adapter_is_removed_on_exit() -> None:
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.ssm.models import ssm_backends
 
     with moto_cloud():

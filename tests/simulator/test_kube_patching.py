@@ -138,3 +138,15 @@ def test_merge_and_json_patch_units() -> None:
     )
     assert out == {"a": [0, 3], "b": {}, "d": 1, "e": 1}
     assert doc == {"a": [1, 2], "b": {"c": 1}}
+
+
+def test_server_side_apply_is_unsupported(core: Any, kube_store: KubeStore) -> None:
+    kube_store.put_node("n1")
+    with pytest.raises(ApiException) as err:
+        core.patch_node(
+            "n1",
+            "metadata:\n  labels:\n    a: b\n",
+            field_manager="test",
+            _content_type="application/apply-patch+yaml",
+        )
+    assert err.value.status == 415

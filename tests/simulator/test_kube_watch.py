@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from simulator.kube_api import KubeApiServer, KubeStore
+from simulator.kube_api import NODECLAIMS, NODES, KubeApiServer, KubeStore
 
 
 def test_replay_from_resource_version_in_order(core: Any, kube_store: KubeStore) -> None:
@@ -178,7 +178,7 @@ def test_410_is_an_error_event_in_a_200_stream(api_client: Any, expired_rv: str)
         "GET",
         query_params=[("watch", "true"), ("resourceVersion", expired_rv)],
         _preload_content=False,
-    )[0]
+    )
     assert resp.status == 200
     lines = resp.data.decode().splitlines()
     assert len(lines) == 1
@@ -205,28 +205,83 @@ def test_watch_falling_behind_the_window_gets_410(core: Any, kube_store: KubeSto
     assert err.value.status == 410
 
 
-def test_stopping_the_server_ends_open_watches() -> None:
+def test_stopping_the_server_ends_open_watches_cleanly() -> None:
     baseline = {t.ident for t in threading.enumerate()}
     store = KubeStore()
     api = KubeApiServer(store).start()
-    done = threading.Event()
+    received: list[str] = []
+    first_event = threading.Event()
 
     def follow() -> None:
         with api.api_client() as c:
-            try:
-                for _ in watch.Watch().stream(client.CoreV1Api(c).list_node, resource_version="0"):
-                    pass
-            except Exception:  # noqa: BLE001 - the connection ending is what we expect
-                pass
-        done.set()
+            for ev in watch.Watch().stream(
+                client.CoreV1Api(c).list_node, resource_version="0", timeout_seconds=60
+            ):
+                received.append(ev["type"])
+                first_event.set()
 
+    store.put_node("n1")
     t = threading.Thread(target=follow)
     t.start()
-    time.sleep(0.3)
+    assert first_event.wait(5)
     started = time.monotonic()
     api.stop()
-    assert time.monotonic() - started < 2
-    assert done.wait(5)
+    assert time.monotonic() - started < 1
     t.join(5)
+    assert not t.is_alive()
+    assert received == ["ADDED"]  # the stream ended normally, without an exception
     leftover = [t for t in threading.enumerate() if t.ident not in baseline and t.is_alive()]
     assert leftover == []
+    store.close()
+
+
+def test_nodeclaim_watch_through_custom_objects_api(custom: Any, kube_store: KubeStore) -> None:
+    rv = kube_store.resource_version
+    kube_store.put_nodeclaim("c1", node_pool="gpu")
+    custom.delete_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", "c1")
+    kube_store.remove_finalizers(NODECLAIMS, "c1")
+    got = [
+        (ev["type"], bool(ev["object"]["metadata"].get("deletionTimestamp")))
+        for ev in watch.Watch().stream(
+            custom.list_cluster_custom_object,
+            "karpenter.sh",
+            "v1",
+            "nodeclaims",
+            resource_version=rv,
+            timeout_seconds=0.5,
+        )
+    ]
+    assert got == [("ADDED", False), ("MODIFIED", True), ("DELETED", True)]
+
+
+def test_pdb_status_changes_are_watch_events(policy: Any, kube_store: KubeStore) -> None:
+    kube_store.put_pod("ns", "p1", node_name="n1", labels={"app": "a"}, ready=False)
+    kube_store.put_pdb("ns", "pdb", match_labels={"app": "a"}, max_unavailable=0)
+    rv = kube_store.resource_version
+    kube_store.set_pod_ready("ns", "p1")
+    got = [
+        (ev["type"], ev["object"].status.current_healthy)
+        for ev in watch.Watch().stream(
+            policy.list_namespaced_pod_disruption_budget,
+            "ns",
+            resource_version=rv,
+            timeout_seconds=0.5,
+        )
+    ]
+    assert got == [("MODIFIED", 1)]
+
+
+def test_python_side_watch(kube_store: KubeStore) -> None:
+    watcher = kube_store.watch(NODES, resource_version=kube_store.resource_version)
+    kube_store.put_node("n1")
+    events = watcher.poll(1.0)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "n1")]
+    assert watcher.poll(0.05) == []
+
+
+def test_fault_on_watch_requests_only(core: Any, kube_api: KubeApiServer) -> None:
+    kube_api.faults.inject(r"^/api/v1/nodes$", query="watch=", status=503, times=1)
+    core.list_node()
+    with pytest.raises(ApiException) as err:
+        list(watch.Watch().stream(core.list_node, timeout_seconds=0.2))
+    assert err.value.status == 503
