@@ -102,6 +102,15 @@ def resource_list(group: str, version: str) -> JSON | None:
                     "verbs": ["create"],
                 }
             )
+            resources.append(
+                {
+                    "name": "pods/log",
+                    "singularName": "",
+                    "namespaced": True,
+                    "kind": "Pod",
+                    "verbs": ["get"],
+                }
+            )
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

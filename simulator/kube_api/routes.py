@@ -183,7 +183,7 @@ class Router:
             raise errors.path_not_found()  # /api/v1/pods/{name} does not exist
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and not (
-            (sub == "status" and rtype.has_status) or (sub == "eviction" and rtype is PODS)
+            (sub == "status" and rtype.has_status) or (sub in ("eviction", "log") and rtype is PODS)
         ):
             raise errors.path_not_found()
         return _Target(rtype, namespace, name, sub)
@@ -287,6 +287,11 @@ class Router:
             _refuse_dry_run(req.query)
             assert t.namespace is not None
             return Response(201, self.store.evict(t.namespace, t.name, _decode(req.body)))
+        if t.subresource == "log":
+            if req.method != "GET":
+                raise errors.method_not_allowed(req.method)
+            assert t.namespace is not None
+            return self._pod_log(req, t.namespace, t.name)
         if req.method == "GET":
             return Response(200, self.store.get(t.rtype, t.name, t.namespace))
         _refuse_dry_run(req.query)
@@ -299,6 +304,28 @@ class Router:
         if req.method == "PATCH":
             return Response(200, self._patch(req, t, "status"))
         raise errors.method_not_allowed(req.method)
+
+    def _pod_log(self, req: Request, namespace: str, name: str) -> Response:
+        q = req.query
+        # Not emulated; refusing beats answering as if the option had been honoured.
+        for option in ("follow", "previous", "timestamps", "insecureSkipTLSVerifyBackend"):
+            if _flag(q, option):
+                raise errors.bad_request(
+                    f"{option}=true is not supported by the Kubernetes API emulator"
+                )
+        for option in ("sinceSeconds", "sinceTime", "stream"):
+            if q.get(option):
+                raise errors.bad_request(
+                    f"{option} is not supported by the Kubernetes API emulator"
+                )
+        text = self.store.pod_log(
+            namespace,
+            name,
+            container=q.get("container") or None,
+            tail_lines=_int_at_least(q, "tailLines", name, 0),
+            limit_bytes=_int_at_least(q, "limitBytes", name, 1),
+        )
+        return Response(200, text, content_type="text/plain")
 
     def _patch(self, req: Request, t: _Target, subresource: str | None) -> JSON:
         assert t.name is not None
@@ -388,6 +415,27 @@ def _flag(query: Mapping[str, str], name: str) -> bool:
     if value in ("1", "t", "T", "true", "TRUE", "True"):
         return True
     raise errors.bad_request(f"invalid boolean for {name}: {value!r}")
+
+
+def _int_at_least(query: Mapping[str, str], name: str, pod: str, minimum: int) -> int | None:
+    """An optional integer PodLogOptions field, validated as the real server does.
+
+    Raises:
+        ApiError: 400 for a value that is not an integer, 422 for one below ``minimum``.
+    """
+    value = query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise errors.bad_request(f"{name} must be an integer: {value!r}") from None
+    if number < minimum:
+        word = "greater than or equal to 0" if minimum == 0 else f"greater than {minimum - 1}"
+        raise errors.invalid(
+            "", "PodLogOptions", pod, [(name, f"Invalid value: {number}: must be {word}")]
+        )
+    return number
 
 
 def _refuse_dry_run(query: Mapping[str, str]) -> None:
