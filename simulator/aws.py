@@ -81,6 +81,8 @@ class MotoCloud:
         self.host_simulator: HostSimulator = _succeed
         self.on_reboot: Callable[[str], None] = lambda _instance: None
         self.rebooted: list[str] = []
+        self.throttle_send_command = 0
+        """How many coming ``SendCommand`` calls answer ``ThrottlingException``."""
         self._commands: dict[str, _CommandState] = {}
         self._lock = threading.Lock()
         self._server: ThreadedMotoServer | None = None
@@ -104,15 +106,15 @@ class MotoCloud:
             self._server.stop()
             self._server = None
 
-    def client(self, service: str) -> Any:
-        """A boto3 client of ``service`` talking to this server over HTTP."""
+    def client(self, service: str, *, max_attempts: int = 5) -> Any:
+        """A boto3 client of ``service`` talking to this server over HTTP (adaptive retries)."""
         return boto3.client(
             service,
             region_name=self.region,
             endpoint_url=self.endpoint_url,
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
-            config=Config(retries={"mode": "adaptive", "max_attempts": 5}),
+            config=Config(retries={"mode": "adaptive", "max_attempts": max_attempts}),
         )
 
     def run_instances(self, count: int, instance_type: str = "p5.48xlarge") -> list[str]:
@@ -133,6 +135,11 @@ class MotoCloud:
         original_reboot = ec2.reboot_instances
 
         def send_command(**kwargs: Any) -> Any:
+            with self._lock:
+                throttled = self.throttle_send_command > 0
+                self.throttle_send_command -= 1 if throttled else 0
+            if throttled:
+                raise SSMException("ThrottlingException", "Rate exceeded")
             command = original_send(**kwargs)
             # moto targets every instance when given one; only the named ones run.
             # moto may build a response more than once per request, so the host

@@ -47,5 +47,7 @@ def ssm_cloud() -> Iterator[tuple[MotoCloud, Hosts, SsmExecutor]]:
     with moto_cloud() as cloud:
         hosts = Hosts()
         cloud.host_simulator = hosts
-        executor = SsmExecutor(cloud.client("ssm"), poll_interval=timedelta(milliseconds=10))
+        # Three attempts keep the persistent-throttling test short.
+        ssm = cloud.client("ssm", max_attempts=3)
+        executor = SsmExecutor(ssm, poll_interval=timedelta(milliseconds=10))
         yield cloud, hosts, executor

@@ -132,3 +132,29 @@ async def test_a_malformed_provider_id_is_invalid_input(bad: str) -> None:
     assert err.value.type == "InvalidInput"
     assert err.value.non_retryable
     assert hosts.seen == []
+
+
+async def test_ssm_throttling_is_retried_by_the_client() -> None:
+    with ssm_cloud() as (cloud, _hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        cloud.throttle_send_command = 2
+        result = await ActivityEnvironment().run(
+            HostActivities(executor).reset_gpus,
+            ResetGpusInput(node="gpu-1", incident_id="i", provider_id=provider_id(instance)),
+        )
+    assert result.status == "ok"
+    assert cloud.throttle_send_command == 0
+
+
+async def test_ssm_throttling_that_persists_surfaces_as_a_retryable_error() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        cloud.throttle_send_command = 100
+        with pytest.raises(ApplicationError, match="Throttling") as err:
+            await ActivityEnvironment().run(
+                HostActivities(executor).reset_gpus,
+                ResetGpusInput(node="gpu-1", incident_id="i", provider_id=provider_id(instance)),
+            )
+    assert err.value.type == "AwsError"
+    assert not err.value.non_retryable
+    assert hosts.seen == []
