@@ -57,12 +57,14 @@ def simulate_hosts(cloud: MotoCloud, store: KubeStore) -> None:
     cloud.on_reboot = reboot
 
 
+@pytest.mark.parametrize("api_errors", [False, True], ids=["clean", "with-api-500s"])
 async def test_a_gpu_fault_is_repaired_by_reboot_through_the_real_activities(
     dev_env: WorkflowEnvironment,
     task_queue: str,
     cloud: MotoCloud,
     kube: KubeApiServer,
     store: KubeStore,
+    api_errors: bool,
 ) -> None:
     (instance,) = cloud.run_instances(1)
     store.put_node(
@@ -78,6 +80,10 @@ async def test_a_gpu_fault_is_repaired_by_reboot_through_the_real_activities(
         poll_interval=timedelta(milliseconds=20),
         eviction_retry=timedelta(milliseconds=20),
     )
+    if api_errors:
+        # The client does not retry 500s; Temporal retries the activities.
+        kube.faults.inject(r"^/api/v1/nodes/gpu-1$", method="GET", status=500, times=3)
+        kube.faults.inject(r"^/api/v1/nodes/gpu-1$", method="PATCH", status=500, times=1)
     cluster = f"c{uuid.uuid4().hex[:8]}"
     async with build_worker(dev_env.client, production_activities(settings), task_queue):
         handle = await dev_env.client.start_workflow(
@@ -105,6 +111,8 @@ async def test_a_gpu_fault_is_repaired_by_reboot_through_the_real_activities(
     assert node["status"]["nodeInfo"]["bootID"] == "boot-1"
     assert cloud.rebooted == [instance]
     assert not store.exists(PODS, "trainer-0", "ml")
+    if api_errors:
+        assert [r.status for r in kube.requests() if r.status == 500] == [500] * 4
     events, _ = store.list_objects(EVENTS)
     reasons = {e["reason"] for e in events}
     assert {"GpuRemediationQuarantine", "GpuRemediationGpuReset", "GpuRemediationReboot"} <= reasons
