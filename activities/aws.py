@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.host_commands import CommandOutcome, HostCommand
+from activities.host_commands import CommandOutcome, HostCommand, resumable
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 
@@ -79,11 +79,11 @@ class SsmExecutor:
                 execution failure without an exit code of the command itself.
         """
         instance_id = instance_id_from_provider_id(provider_id)
-        command_id = _resumable_command_id(command)
+        command_id = resumable(command, "command_id")
         if command_id is None:
             command_id = await self._send(node, instance_id, command)
         activity.heartbeat({"command_id": command_id, "command": command.model_dump()})
-        return await self._wait(command_id, instance_id)
+        return await self._wait(command_id, instance_id, command)
 
     async def _send(self, node: str, instance_id: str, command: HostCommand) -> str:
         try:
@@ -102,7 +102,9 @@ class SsmExecutor:
         command_id: str = response["Command"]["CommandId"]
         return command_id
 
-    async def _wait(self, command_id: str, instance_id: str) -> CommandOutcome:
+    async def _wait(
+        self, command_id: str, instance_id: str, command: HostCommand
+    ) -> CommandOutcome:
         loop = asyncio.get_running_loop()
         invisible_until = loop.time() + INVISIBLE_GRACE.total_seconds()
         while True:
@@ -117,7 +119,10 @@ class SsmExecutor:
                     continue
                 raise _client_error("SSM get_command_invocation", err) from err
             status = invocation.get("Status", "")
-            activity.heartbeat({"command_id": command_id, "status": status})
+            # Every heartbeat carries the command: the last one is what a retry reads.
+            activity.heartbeat(
+                {"command_id": command_id, "command": command.model_dump(), "status": status}
+            )
             if status in PENDING:
                 await asyncio.sleep(self._poll)
                 continue
@@ -140,18 +145,6 @@ def _outcome(command_id: str, invocation: dict[str, Any]) -> CommandOutcome:
         f"SSM command {command_id} ended {status} ({details}): {stderr[:500]}",
         type="HostCommandFailed",
     )
-
-
-def _resumable_command_id(command: HostCommand) -> str | None:
-    """The command id this activity sent before a retry, if it was the same command."""
-    info = activity.info()
-    if info.attempt <= 1 or not info.heartbeat_details:
-        return None
-    details = info.heartbeat_details[0]
-    if not isinstance(details, dict) or details.get("command") != command.model_dump():
-        return None
-    command_id = details.get("command_id")
-    return command_id if isinstance(command_id, str) else None
 
 
 def _client_error(call: str, err: ClientError | BotoCoreError) -> ApplicationError:

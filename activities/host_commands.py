@@ -20,6 +20,7 @@ import shlex
 from typing import Literal, Protocol
 
 from pydantic import Field, model_validator
+from temporalio import activity
 
 from gpu_remediation.models import GpuIndex, Model
 
@@ -105,6 +106,23 @@ def decode_output(stdout: str) -> str:
         return gzip.decompress(base64.b64decode(text[len(ENCODED_MARKER) :])).decode()
     except (ValueError, OSError, EOFError) as err:
         raise ValueError(f"host output is truncated or corrupt: {err}") from err
+
+
+def resumable(command: HostCommand, key: str) -> str | None:
+    """The handle (command id, Job name) an earlier attempt recorded for ``command``.
+
+    Executors heartbeat ``{key: handle, "command": command}`` as soon as the
+    handle exists, so a retried activity resumes that run instead of starting
+    the command a second time.
+    """
+    info = activity.info()
+    if info.attempt <= 1 or not info.heartbeat_details:
+        return None
+    details = info.heartbeat_details[0]
+    if not isinstance(details, dict) or details.get("command") != command.model_dump():
+        return None
+    handle = details.get(key)
+    return handle if isinstance(handle, str) else None
 
 
 class CommandOutcome(Model):

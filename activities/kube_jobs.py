@@ -4,8 +4,9 @@ The Job runs the same fixed script as the SSM executor
 (``activities.host_commands``); the script comes only from this project's
 code, never from input. The pod is bound to the node by ``nodeName`` (so the
 scheduler, the cordon and the quarantine taint do not stand in the way) and
-tolerates every taint. The Job's name is heartbeated as soon as it exists: a
-retried activity resumes waiting for that Job instead of starting another.
+tolerates every taint. The Job's name is heartbeated before it is created: a
+retried activity resumes waiting for that Job (creating it under that name if
+the earlier attempt died first) instead of starting another.
 """
 
 from __future__ import annotations
@@ -19,13 +20,17 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.host_commands import CommandOutcome, HostCommand
+from activities.host_commands import ENCODED_MARKER, CommandOutcome, HostCommand, resumable
+from activities.kubernetes import api_error
 from gpu_remediation.settings import Settings
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-remediation"}
 # The Job's own limit, so a wedged driver cannot keep a pod forever.
 ACTIVE_DEADLINE_S = 3600
 KEEP_FINISHED_S = 3600
+CONTAINER = "host-command"
+# SSM keeps 8,000 characters of stderr; the same bound here.
+MAX_STDERR = 8000
 
 
 class JobExecutor:
@@ -44,21 +49,35 @@ class JobExecutor:
         self._settings = settings
 
     async def run(self, node: str, provider_id: str, command: HostCommand) -> CommandOutcome:
-        """Create the Job (or resume it) and wait for its pod to finish."""
-        name = _resumable_job(command)
+        """Create the Job (or resume it) and wait for its pod to finish.
+
+        The Job is deleted once its result is read, or once it has failed without
+        one. It is kept when waiting is interrupted (cancellation, API errors), so
+        a retry resumes it; ``ttlSecondsAfterFinished`` removes it otherwise.
+
+        Raises:
+            ApplicationError: ``HostCommandFailed`` when the Job ended without a
+                result to read (its pod never ran, or is gone), or vanished while
+                waited for; ``KubernetesError``/``InvalidInput`` for API failures.
+        """
+        del provider_id  # the node name is what pins the Job
+        name = resumable(command, "job")
+        resumed = name is not None
         if name is None:
             name = f"gpu-remediation-{command.kind.replace('_', '-')}-{uuid.uuid4().hex[:10]}"
+        # Before the create: an attempt that dies right after creating the Job must
+        # leave its name behind, or the retry would run the command a second time.
+        activity.heartbeat(_details(name, command))
+        if not resumed or not await self._exists(name):
             await self._create(name, node, command)
-        activity.heartbeat({"job": name, "command": command.model_dump()})
-        try:
-            return await self._wait(name)
-        finally:
-            await self._delete(name)
+        outcome = await self._wait(name, command)
+        await self._delete(name)
+        return outcome
 
     def job_manifest(self, name: str, node: str, command: HostCommand) -> k8s.V1Job:
         """The Job for ``command`` on ``node`` (public so tests and RBAC docs can read it)."""
         container = k8s.V1Container(
-            name="host-command",
+            name=CONTAINER,
             image=self._settings.job_image,
             command=["/bin/sh", "-c", "\n".join(command.script())],
             security_context=k8s.V1SecurityContext(privileged=True),
@@ -83,6 +102,17 @@ class JobExecutor:
             ),
         )
 
+    async def _exists(self, name: str) -> bool:
+        try:
+            await asyncio.to_thread(
+                self._batch.read_namespaced_job, name, self._settings.job_namespace
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise api_error(f"read job {name}", err) from err
+        return True
+
     async def _create(self, name: str, node: str, command: HostCommand) -> None:
         try:
             await asyncio.to_thread(
@@ -91,39 +121,84 @@ class JobExecutor:
                 self.job_manifest(name, node, command),
             )
         except ApiException as err:
-            raise ApplicationError(f"create job {name}: {err.status} {err.reason}") from err
+            # 409: an earlier attempt's create went through after all; wait for it.
+            if err.status != 409:
+                raise api_error(f"create job {name}", err) from err
 
-    async def _wait(self, name: str) -> CommandOutcome:
+    async def _wait(self, name: str, command: HostCommand) -> CommandOutcome:
         namespace = self._settings.job_namespace
         while True:
-            pods = await asyncio.to_thread(
-                self._core.list_namespaced_pod, namespace, label_selector=f"job-name={name}"
-            )
-            for pod in pods.items:
+            # The Job is read before its pods: a Job already finished then has its
+            # pod's final state in the listing that follows, so "finished without a
+            # terminated pod" is never a race with the pod finishing.
+            try:
+                job = await asyncio.to_thread(self._batch.read_namespaced_job, name, namespace)
+            except ApiException as err:
+                if err.status == 404:
+                    raise ApplicationError(
+                        f"job {namespace}/{name} was deleted before its result was read",
+                        type="HostCommandFailed",
+                    ) from err
+                raise api_error(f"read job {name}", err) from err
+            pods = await self._pods(name)
+            for pod in pods:
                 terminated = _terminated(pod)
                 if terminated is not None:
-                    log = await asyncio.to_thread(
-                        self._core.read_namespaced_pod_log, pod.metadata.name, namespace
-                    )
+                    log = await self._log(pod.metadata.name)
+                    if log is None:
+                        continue  # deleted since the listing; the next poll decides
+                    stdout, stderr = _split_log(log, command)
+                    message = terminated.message or ""
                     return CommandOutcome(
                         command_id=f"job/{namespace}/{name}",
                         exit_code=int(terminated.exit_code),
-                        stdout=log or "",
-                        stderr=(terminated.message or "")[:8000],
+                        stdout=stdout,
+                        stderr="\n".join(t for t in (stderr, message) if t)[:MAX_STDERR],
                     )
-            job = await asyncio.to_thread(self._batch.read_namespaced_job, name, namespace)
-            failed = [
-                cond
-                for cond in (job.status.conditions or [] if job.status else [])
-                if cond.type == "Failed" and cond.status == "True"
-            ]
-            if failed and not pods.items:
+            finished = _finished(job)
+            if finished is not None:
+                await self._delete(name)
                 raise ApplicationError(
-                    f"job {name} failed before running: {failed[0].reason}: {failed[0].message}",
+                    f"job {namespace}/{name} ended {finished.type} without a command "
+                    f"result ({len(pods)} pod(s) left): {finished.reason}: {finished.message}",
                     type="HostCommandFailed",
                 )
-            activity.heartbeat({"job": name, "pods": [p.metadata.name for p in pods.items]})
+            activity.heartbeat(_details(name, command, [p.metadata.name for p in pods]))
             await asyncio.sleep(self._settings.poll_interval.total_seconds())
+
+    async def _pods(self, name: str) -> list[Any]:
+        try:
+            pods = await asyncio.to_thread(
+                self._core.list_namespaced_pod,
+                self._settings.job_namespace,
+                label_selector=f"job-name={name}",
+            )
+        except ApiException as err:
+            raise api_error(f"list pods of job {name}", err) from err
+        return list(pods.items)
+
+    async def _log(self, pod: str) -> str | None:
+        """The pod's container log, or None when the pod is gone."""
+        try:
+            # Unparsed: the client's deserializer json.loads() every response, so a
+            # log that happens to be JSON would come back as a Python repr.
+            response = await asyncio.to_thread(
+                self._core.read_namespaced_pod_log,
+                pod,
+                self._settings.job_namespace,
+                container=CONTAINER,
+                _preload_content=False,
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise api_error(f"read log of pod {pod}", err) from err
+        try:
+            data: bytes = response.data
+        finally:
+            # Unpreloaded responses hold their pooled connection until released.
+            response.release_conn()
+        return data.decode(errors="replace")
 
     async def _delete(self, name: str) -> None:
         try:
@@ -139,6 +214,29 @@ class JobExecutor:
                 activity.logger.warning("could not delete job %s: %s", name, err.reason)
 
 
+def _details(name: str, command: HostCommand, pods: list[str] | None = None) -> dict[str, Any]:
+    # Every heartbeat carries the command: a retry resumes only the same command.
+    details: dict[str, Any] = {"job": name, "command": command.model_dump()}
+    if pods is not None:
+        details["pods"] = pods
+    return details
+
+
+def _split_log(log: str, command: HostCommand) -> tuple[str, str]:
+    """Stdout and stderr from a container log, which interleaves both streams.
+
+    The encoded result is printed last, after whatever the tool wrote to stderr;
+    everything before the marker is that stderr. A reset's log stays whole in
+    stdout (its text is matched on both streams anyway).
+    """
+    if not command.encodes_output:
+        return log, ""
+    at = log.rfind(ENCODED_MARKER)
+    if at < 0:
+        return log, ""
+    return log[at:], log[:at].strip()
+
+
 def _terminated(pod: Any) -> Any | None:
     for status in (pod.status.container_statuses or []) if pod.status else []:
         if status.state is not None and status.state.terminated is not None:
@@ -146,12 +244,9 @@ def _terminated(pod: Any) -> Any | None:
     return None
 
 
-def _resumable_job(command: HostCommand) -> str | None:
-    info = activity.info()
-    if info.attempt <= 1 or not info.heartbeat_details:
-        return None
-    details = info.heartbeat_details[0]
-    if not isinstance(details, dict) or details.get("command") != command.model_dump():
-        return None
-    job = details.get("job")
-    return job if isinstance(job, str) else None
+def _finished(job: Any) -> Any | None:
+    """The Job's Complete or Failed condition, once it has one."""
+    for cond in (job.status.conditions or []) if job.status else []:
+        if cond.type in ("Complete", "Failed") and cond.status == "True":
+            return cond
+    return None

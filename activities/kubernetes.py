@@ -312,7 +312,7 @@ class KubernetesActivities:
                 return
             except ApiException as err:
                 if err.status != 409:
-                    raise _api_error(f"patch node {name}", err) from err
+                    raise api_error(f"patch node {name}", err) from err
                 activity.logger.info("node %s changed underneath, retrying", name)
         raise ApplicationError(f"node {name} kept changing; gave up after {CONFLICT_RETRIES} tries")
 
@@ -352,7 +352,7 @@ class KubernetesActivities:
             await asyncio.to_thread(self._core.create_namespaced_event, namespace, event)
         except ApiException as err:
             if err.status != 409:  # already recorded by an earlier attempt
-                raise _api_error(f"create event {name}", err) from err
+                raise api_error(f"create event {name}", err) from err
         return name
 
 
@@ -380,10 +380,10 @@ async def _call(fn: Callable[..., T], *args: Any, missing_ok: bool = False, **kw
     except ApiException as err:
         if missing_ok and err.status == 404:
             return None  # type: ignore[return-value]
-        raise _api_error(getattr(fn, "__name__", "kubernetes call"), err) from err
+        raise api_error(getattr(fn, "__name__", "kubernetes call"), err) from err
 
 
-def _api_error(call: str, err: ApiException) -> ApplicationError:
+def api_error(call: str, err: ApiException) -> ApplicationError:
     """An activity error for an API failure: 4xx other than throttling is final."""
     status = err.status or 0
     final = 400 <= status < 500 and status not in (408, 409, 429)

@@ -15,6 +15,7 @@ Standalone: ``python -m simulator.kube_api --port 8001 --write-kubeconfig kubeco
 
 from .errors import ApiError
 from .faults import FaultInjector, FaultRule, RequestRecord
+from .jobs import HostResult, HostRunner, JobKubelet, job_command
 from .resources import EVENTS, JOBS, NODECLAIMS, NODEPOOLS, NODES, PDBS, PODS, ResourceType
 from .seeding import NODEPOOL_LABEL, TERMINATION_FINALIZER, KubeStore, owner_reference
 from .server import KubeApiServer
@@ -32,9 +33,13 @@ __all__ = [
     "ApiError",
     "FaultInjector",
     "FaultRule",
+    "HostResult",
+    "HostRunner",
+    "JobKubelet",
     "KubeApiServer",
     "KubeStore",
     "RequestRecord",
     "ResourceType",
+    "job_command",
     "owner_reference",
 ]

@@ -1,11 +1,13 @@
 """GPU reset and diagnostics through SSM Run Command, over HTTP against moto."""
 
+import dataclasses
+
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.host import HostActivities
-from activities.host_commands import encode_output
+from activities.host_commands import HostCommand, encode_output
 from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput
 from simulator.aws import SimulatedInvocation
 from tests.activities.ssm_support import fixture, provider_id, ssm_cloud
@@ -158,3 +160,29 @@ async def test_ssm_throttling_that_persists_surfaces_as_a_retryable_error() -> N
     assert err.value.type == "AwsError"
     assert not err.value.non_retryable
     assert hosts.seen == []
+
+
+async def test_a_retried_reset_resumes_the_command_it_already_sent() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        (instance,) = cloud.run_instances(1)
+        command = HostCommand(kind="gpu_reset", gpu_indices=[2])
+        sent = cloud.client("ssm").send_command(
+            InstanceIds=[instance],
+            DocumentName="AWS-RunShellScript",
+            Parameters={"commands": command.script()},
+        )
+        command_id = sent["Command"]["CommandId"]
+        env = ActivityEnvironment()
+        env.info = dataclasses.replace(
+            env.info,
+            attempt=2,
+            heartbeat_details=[{"command_id": command_id, "command": command.model_dump()}],
+        )
+        result = await env.run(
+            HostActivities(executor).reset_gpus,
+            ResetGpusInput(
+                node="gpu-1", incident_id="i", provider_id=provider_id(instance), gpu_indices=[2]
+            ),
+        )
+    assert result.command_id == command_id
+    assert len(hosts.seen) == 1  # the host ran it once: no second send
