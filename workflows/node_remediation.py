@@ -12,6 +12,8 @@ fault that comes back climbs the ladder instead of starting from the bottom.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -525,13 +527,24 @@ class NodeRemediationWorkflow:
         replacement = self._policy.replacement
         self._waiting_for = "a replacement permit"
         self._update_details()
-        try:
-            granted = await self._permit.acquire(
+        acquiring = asyncio.ensure_future(
+            self._permit.acquire(
                 request_id=f"{workflow.info().run_id}/{attempt}",
                 lease=replacement.lease,
                 timeout=replacement.permit_wait_timeout,
                 capacity=replacement.max_concurrent,
             )
+        )
+        try:
+            # An abort must not wait for the line to move (up to hours).
+            await workflow.wait_condition(lambda: acquiring.done() or self._abort is not None)
+            if not acquiring.done():
+                acquiring.cancel()  # acquire withdraws the request before it stops
+                with contextlib.suppress(asyncio.CancelledError):
+                    await acquiring
+                self._record.end(attempt, "aborted while waiting for a permit")
+                return False
+            granted = acquiring.result()
         finally:
             self._waiting_for = None
         if not granted:
@@ -760,7 +773,7 @@ class NodeRemediationWorkflow:
         return climbed if climbed.order > start.order else start
 
     def _climb(self, rung: Rung) -> Rung:
-        if self._outcome is not None or self._skip_to is not None:
+        if self._outcome is not None or self._skip_to is not None or self._abort is not None:
             return rung
         assert self._classification is not None
         nxt = ladder.climb(rung, self._classification)

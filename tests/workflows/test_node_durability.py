@@ -8,7 +8,7 @@ from gpu_remediation.ids import Activities as A
 from gpu_remediation.ids import Updates
 from gpu_remediation.models import Outcome, Rung
 from gpu_remediation.policy import ReplacementPolicy
-from gpu_remediation.workflow_models import ApproveInput, NodeRemediationState
+from gpu_remediation.workflow_models import AbortInput, ApproveInput, NodeRemediationState
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet
 from tests.workflows.node_support import cluster, policy, with_rung, xid
@@ -66,3 +66,28 @@ async def test_a_burst_of_replacements_never_exceeds_the_cap(
     assert [r.outcome for r in results] == [Outcome.REPLACED] * 8
     assert fleet.called(A.DELETE_NODE_CLAIM) == 8
     assert fleet.max_replacing == 2
+
+
+async def test_abort_while_waiting_for_a_permit_withdraws_and_cleans_up(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(replace_seconds=2.0, pool_total=100)
+    pol = policy(replacement=ReplacementPolicy(max_concurrent=1))
+    async with cluster(dev_env, task_queue, fleet) as c:
+        holder = await c.report("gpu-80", xid(79), pol=pol, prior_incidents=5)
+        await assert_eventually(lambda: c.state(holder), lambda s: fleet.replacing == 1)
+        waiter = await c.report("gpu-81", xid(79), pol=pol, prior_incidents=5)
+        await assert_eventually(
+            lambda: c.state(waiter), lambda s: s.waiting_for == "a replacement permit"
+        )
+        await waiter.execute_update(
+            Updates.ABORT, AbortInput(reason="changed my mind"), result_type=NodeRemediationState
+        )
+        aborted = await waiter.result()
+        replaced = await holder.result()
+    assert aborted.outcome == Outcome.ABORTED
+    assert replaced.outcome == Outcome.REPLACED
+    deleted = [arg.node for name, arg in fleet.calls if name == A.DELETE_NODE_CLAIM]  # type: ignore[attr-defined]
+    assert deleted == ["gpu-80"]
+    released = [arg.node for name, arg in fleet.calls if name == A.RELEASE_NODE]  # type: ignore[attr-defined]
+    assert released == ["gpu-81"]
