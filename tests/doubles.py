@@ -74,6 +74,8 @@ class FakeFleet:
     reboots: int = 0
     crash_after_reboot: bool = False
     replace_seconds: float = 0.0
+    replace_gate: asyncio.Event | None = None
+    """When set, replacements wait for it (a test decides when they finish)."""
     replacing: int = 0
     max_replacing: int = 0
 
@@ -167,6 +169,8 @@ class FakeFleet:
             self.max_replacing = max(self.max_replacing, self.replacing)
             try:
                 await asyncio.sleep(self.replace_seconds)
+                if self.replace_gate is not None:
+                    await self.replace_gate.wait()
             finally:
                 self.replacing -= 1
             return c.ReplacementResult(old_node_gone=True, new_node=f"{input.node}-new")

@@ -12,8 +12,6 @@ fault that comes back climbs the ladder instead of starting from the bottom.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -527,26 +525,20 @@ class NodeRemediationWorkflow:
         replacement = self._policy.replacement
         self._waiting_for = "a replacement permit"
         self._update_details()
-        acquiring = asyncio.ensure_future(
-            self._permit.acquire(
+        try:
+            # An abort must not wait for the line to move (up to hours).
+            granted = await self._permit.acquire(
                 request_id=f"{workflow.info().run_id}/{attempt}",
                 lease=replacement.lease,
                 timeout=replacement.permit_wait_timeout,
                 capacity=replacement.max_concurrent,
+                interrupted=lambda: self._abort is not None,
             )
-        )
-        try:
-            # An abort must not wait for the line to move (up to hours).
-            await workflow.wait_condition(lambda: acquiring.done() or self._abort is not None)
-            if not acquiring.done():
-                acquiring.cancel()  # acquire withdraws the request before it stops
-                with contextlib.suppress(asyncio.CancelledError):
-                    await acquiring
-                self._record.end(attempt, "aborted while waiting for a permit")
-                return False
-            granted = acquiring.result()
         finally:
             self._waiting_for = None
+        if self._abort is not None and not granted:
+            self._record.end(attempt, "aborted while waiting for a permit")
+            return False
         if not granted:
             self._record.end(attempt, "no permit")
             wait = replacement.permit_wait_timeout

@@ -18,10 +18,12 @@ knows a request that nothing would release.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import CancelledError as TemporalCancelledError
 from temporalio.exceptions import ChildWorkflowError, FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
@@ -103,6 +105,7 @@ class ReplacementPermit:
         # Workflow time, bounding a durable wait: asyncio.timeout does not apply.
         timeout: timedelta,  # noqa: ASYNC109
         capacity: int,
+        interrupted: Callable[[], bool] = lambda: False,
     ) -> bool:
         """Ask for a permit and wait for it.
 
@@ -112,10 +115,12 @@ class ReplacementPermit:
             lease: How long the permit may be held before the semaphore reclaims it.
             timeout: How long to wait for the grant.
             capacity: Capacity used only if the semaphore does not exist yet.
+            interrupted: Stops the wait early when it turns true (an operator's
+                abort); the request is then withdrawn.
 
         Returns:
             True if the permit is held; False if none was granted within
-            ``timeout`` (the request is then withdrawn).
+            ``timeout`` or before ``interrupted`` (the request is then withdrawn).
 
         Raises:
             RuntimeError: If this permit is already requested or held.
@@ -149,14 +154,21 @@ class ReplacementPermit:
             semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)
             try:
                 await semaphore.signal(Signals.REQUEST_PERMIT, request)
-            except FailureError:
+            except FailureError as err:
+                if isinstance(err, TemporalCancelledError):
+                    raise  # the holder stopped waiting: not a missing semaphore
                 # Not running yet (first use, or after an operator removed it):
                 # start it, then ask again. Running, it costs nothing extra.
                 await self._ensure_semaphore(capacity)
                 await semaphore.signal(Signals.REQUEST_PERMIT, request)
             await workflow.wait_condition(
-                lambda: self._grant is not None, timeout=timeout, timeout_summary=WAIT_SUMMARY
+                lambda: self._grant is not None or interrupted(),
+                timeout=timeout,
+                timeout_summary=WAIT_SUMMARY,
             )
+            if self._grant is None:
+                await self.release("holder stopped waiting")
+                return False
         except TimeoutError:
             await self.release("timed out waiting for a permit")
             return False

@@ -71,7 +71,8 @@ async def test_a_burst_of_replacements_never_exceeds_the_cap(
 async def test_abort_while_waiting_for_a_permit_withdraws_and_cleans_up(
     dev_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    fleet = FakeFleet(replace_seconds=2.0, pool_total=100)
+    gate = asyncio.Event()
+    fleet = FakeFleet(replace_gate=gate, pool_total=100)
     pol = policy(replacement=ReplacementPolicy(max_concurrent=1))
     async with cluster(dev_env, task_queue, fleet) as c:
         holder = await c.report("gpu-80", xid(79), pol=pol, prior_incidents=5)
@@ -84,6 +85,7 @@ async def test_abort_while_waiting_for_a_permit_withdraws_and_cleans_up(
             Updates.ABORT, AbortInput(reason="changed my mind"), result_type=NodeRemediationState
         )
         aborted = await waiter.result()
+        gate.set()  # only now may the first node's replacement finish
         replaced = await holder.result()
     assert aborted.outcome == Outcome.ABORTED
     assert replaced.outcome == Outcome.REPLACED
