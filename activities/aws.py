@@ -19,6 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.host_commands import CommandOutcome, HostCommand, resumable
+from activities.kubernetes import node_ready
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 
@@ -296,9 +297,7 @@ class Ec2Activities:
                 ) from err
             raise ApplicationError(f"reading node {node}: {err.status} {err.reason}") from err
         info = obj.status.node_info if obj.status else None
-        conditions = (obj.status.conditions or []) if obj.status else []
-        ready = any(cond.type == "Ready" and cond.status == "True" for cond in conditions)
-        return (info.boot_id if info else ""), ready
+        return (info.boot_id if info else ""), node_ready(obj)
 
 
 def _issued_at_from_heartbeat() -> float | None:

@@ -72,7 +72,7 @@ class KubernetesActivities:
         ]
         return c.NodeHealth(
             exists=True,
-            ready=_ready(node),
+            ready=node_ready(node),
             boot_id=status.node_info.boot_id if status and status.node_info else "",
             provider_id=(node.spec.provider_id if node.spec else None) or "",
             node_pool=(node.metadata.labels or {}).get(self._settings.node_pool_label),
@@ -248,7 +248,7 @@ class KubernetesActivities:
                 if n.metadata.name != input.node
                 and n.metadata.creation_timestamp is not None
                 and n.metadata.creation_timestamp >= since
-                and _ready(n)
+                and node_ready(n)
             )
             activity.heartbeat({"old_node_gone": old is None, "new_ready": fresh})
             if old is None and fresh:
@@ -279,7 +279,7 @@ class KubernetesActivities:
     # ------------------------------------------------------------------ helpers
 
     def _unhealthy(self, node: Any) -> bool:
-        if not _ready(node):
+        if not node_ready(node):
             return True
         taints = (node.spec.taints or []) if node.spec else []
         if any(t.key == self._settings.quarantine_taint_key for t in taints):
@@ -356,7 +356,8 @@ class KubernetesActivities:
         return name
 
 
-def _ready(node: Any) -> bool:
+def node_ready(node: Any) -> bool:
+    """Whether the node's Ready condition is True."""
     conditions = (node.status.conditions or []) if node.status else []
     return any(cond.type == "Ready" and cond.status == "True" for cond in conditions)
 

@@ -159,19 +159,7 @@ async def ladder_phase(
                 raise RuntimeError(
                     f"fleet saw {len(fleet.calls)} calls, expected {len(names)} x {workflows}"
                 )
-    phase = PhaseResult(
-        workflows=workflows,
-        in_flight=in_flight,
-        seconds=round(seconds, 2),
-        workflows_per_s=round(workflows / seconds, 1),
-        activities_per_s=round(workflows * activities / seconds, 1),
-        server_cpu_s=round(cpu.server_s, 1),
-        python_cpu_s=round(cpu.python_s, 1),
-        other_cpu_s=round(cpu.other_s, 1),
-        history_events_per_workflow=events,
-        workflow_tasks_per_workflow=types["WORKFLOW_TASK_COMPLETED"],
-        event_types=dict(sorted(types.items())),
-    )
+    phase = _phase_result(workflows, in_flight, activities, seconds, cpu, events, types)
     return phase, activities, names
 
 
@@ -206,12 +194,25 @@ async def baseline_phase(workflows: int, in_flight: int, steps: int) -> PhaseRes
             seconds, cpu, results = await _measure(server, ids, in_flight, one)
             if any(r != steps for r in results):
                 raise RuntimeError("a baseline workflow did not run all its activities")
+    return _phase_result(workflows, in_flight, steps, seconds, cpu, events, types)
+
+
+def _phase_result(
+    workflows: int,
+    in_flight: int,
+    activities: int,
+    seconds: float,
+    cpu: CpuWindow,
+    events: int,
+    types: Counter[str],
+) -> PhaseResult:
+    """One phase's measurements, the same way for the ladder and the baseline."""
     return PhaseResult(
         workflows=workflows,
         in_flight=in_flight,
         seconds=round(seconds, 2),
         workflows_per_s=round(workflows / seconds, 1),
-        activities_per_s=round(workflows * steps / seconds, 1),
+        activities_per_s=round(workflows * activities / seconds, 1),
         server_cpu_s=round(cpu.server_s, 1),
         python_cpu_s=round(cpu.python_s, 1),
         other_cpu_s=round(cpu.other_s, 1),
