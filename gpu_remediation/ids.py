@@ -14,6 +14,9 @@ TASK_QUEUE = "gpu-remediation"
 
 SEMAPHORE_WORKFLOW_ID = "gpu-remediation/replacement-semaphore"
 
+NODE_WORKFLOW_TYPE = "NodeRemediation"
+"""Workflow type of the per-node incident (starters that do not import the workflow use it)."""
+
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,98}[A-Za-z0-9])?$")
 

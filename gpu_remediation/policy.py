@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -152,6 +152,71 @@ class OperatorPolicy(PolicyModel):
     )
 
 
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class ConditionRule(PolicyModel):
+    """A node condition that counts as a problem, and how long it must last."""
+
+    type: str = Field(min_length=1, max_length=316, description="Condition type, e.g. Ready.")
+    problem_statuses: list[ConditionStatus] = Field(
+        min_length=1, description="Statuses that mean a problem (Ready: False, Unknown)."
+    )
+    reason_pattern: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Regular expression the reason must match (search); null: any reason.",
+    )
+    grace: Duration = Field(
+        default=timedelta(0),
+        ge=timedelta(0),
+        description="How long the problem must last (from its first sighting) before a report.",
+    )
+
+    @model_validator(mode="after")
+    def _pattern_compiles(self) -> ConditionRule:
+        if self.reason_pattern is not None:
+            try:
+                re.compile(self.reason_pattern)
+            except re.error as err:
+                raise ValueError(f"reason_pattern is not a regular expression: {err}") from err
+        return self
+
+    def matches(self, condition_type: str, status: str, reason: str) -> bool:
+        """Return whether a condition with this type, status and reason is a problem."""
+        if condition_type != self.type or status not in self.problem_statuses:
+            return False
+        return self.reason_pattern is None or re.search(self.reason_pattern, reason) is not None
+
+
+class TriggerPolicy(PolicyModel):
+    """What the node-condition watcher and the alert receiver treat as evidence."""
+
+    node_selector: str = Field(
+        default="nvidia.com/gpu.present=true",
+        max_length=1024,
+        description="Label selector of the nodes the watcher watches.",
+    )
+    conditions: list[ConditionRule] = Field(default_factory=list, max_length=100)
+    alert_node_labels: list[str] = Field(
+        default_factory=lambda: ["hostname", "Hostname", "node", "instance"],
+        min_length=1,
+        max_length=20,
+        description="Alert labels, in order, that may name the node.",
+    )
+
+    def rule_for(self, condition_type: str, status: str, reason: str) -> ConditionRule | None:
+        """Return the first rule that counts this condition as a problem, if any."""
+        for rule in self.conditions:
+            if rule.matches(condition_type, status, reason):
+                return rule
+        return None
+
+    def watches(self, condition_type: str) -> bool:
+        """Return whether any rule is about this condition type."""
+        return any(rule.type == condition_type for rule in self.conditions)
+
+
 def _default_rungs() -> dict[Rung, RungPolicy]:
     return {rung: RungPolicy() for rung in Rung}
 
@@ -173,6 +238,7 @@ class Policy(PolicyModel):
     breaker: BreakerPolicy = BreakerPolicy()
     repeat_offender: RepeatOffenderPolicy = RepeatOffenderPolicy()
     operator: OperatorPolicy = OperatorPolicy()
+    triggers: TriggerPolicy = TriggerPolicy()
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.classifier import classify
     from gpu_remediation.contracts import NodeHealth, QuarantineResult
     from gpu_remediation.ids import (
+        NODE_WORKFLOW_TYPE,
         SA_CLUSTER,
         SA_FAULT_CLASS,
         SA_NODE,
@@ -54,7 +55,7 @@ FIRST_EVIDENCE_WAIT = timedelta(minutes=1)
 IN_SERVICE = (Outcome.REPAIRED, Outcome.RECOVERED, Outcome.NO_FAULT_FOUND)
 
 
-@workflow.defn(name="NodeRemediation")
+@workflow.defn(name=NODE_WORKFLOW_TYPE)
 class NodeRemediationWorkflow:
     """Remediates one GPU node along the policy's ladder."""
 

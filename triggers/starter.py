@@ -1,0 +1,130 @@
+"""Start or feed a node's incident: the one way every trigger reaches a workflow.
+
+The watcher, the Alertmanager receiver and the CLI's manual runbooks all send
+evidence through :class:`IncidentStarter`. It signals-with-start the node's
+workflow (id derived from cluster and node), so however many triggers report
+the same node at once there is exactly one open incident per node, and each
+report is delivered once per ``report_id`` (the workflow drops repeats).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from gpu_remediation.ids import (
+    NODE_WORKFLOW_TYPE,
+    SEMAPHORE_WORKFLOW_ID,
+    TASK_QUEUE,
+    Signals,
+    node_workflow_id,
+)
+from gpu_remediation.models import Evidence, EvidenceReport
+from gpu_remediation.policy import Policy
+from gpu_remediation.workflow_models import NodeRemediationInput
+
+# RPC statuses that mean "the server could not take it now; try again later".
+_UNAVAILABLE = frozenset(
+    {
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.ABORTED,
+    }
+)
+
+
+class TemporalUnavailableError(RuntimeError):
+    """Temporal could not be reached or refused for now; the caller should retry later."""
+
+
+class IncidentStarter:
+    """Signal-with-start node workflows with evidence.
+
+    Args:
+        client: Temporal client (with the pydantic data converter).
+        cluster: Cluster name, part of every node workflow id.
+        policy: Policy the incident runs under if this report starts it.
+        task_queue: Task queue of the remediation workers.
+        semaphore_workflow_id: The replacement semaphore the incidents share.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        cluster: str,
+        policy: Policy,
+        task_queue: str = TASK_QUEUE,
+        semaphore_workflow_id: str = SEMAPHORE_WORKFLOW_ID,
+    ) -> None:
+        self._client = client
+        self._cluster = cluster
+        self._policy = policy
+        self._task_queue = task_queue
+        self._semaphore_workflow_id = semaphore_workflow_id
+
+    @property
+    def cluster(self) -> str:
+        """The cluster this starter reports for."""
+        return self._cluster
+
+    @property
+    def policy(self) -> Policy:
+        """The policy new incidents run under."""
+        return self._policy
+
+    def workflow_id(self, node: str) -> str:
+        """Return the id of ``node``'s incident workflow.
+
+        Raises:
+            ValueError: If the node name is not a valid Kubernetes node name.
+        """
+        return node_workflow_id(self._cluster, node)
+
+    async def report(
+        self, node: str, evidence: Sequence[Evidence], *, report_id: str | None = None
+    ) -> str:
+        """Deliver evidence to the node's incident, starting one if none is open.
+
+        Args:
+            node: Kubernetes node name.
+            evidence: What was observed (at least one item).
+            report_id: Idempotency key: a report with an id the incident has
+                already seen is dropped by the workflow. ``None`` generates one.
+
+        Returns:
+            The workflow id of the node's incident.
+
+        Raises:
+            ValueError: If the node name or the evidence is invalid.
+            TemporalUnavailableError: If Temporal could not take the report now.
+            temporalio.service.RPCError: For any other refusal by the server.
+        """
+        fields: dict[str, object] = {"node": node, "evidence": list(evidence)}
+        if report_id is not None:
+            fields["report_id"] = report_id
+        # Validate before touching Temporal: a bad report must start nothing.
+        report = EvidenceReport.model_validate(fields)
+        workflow_id = self.workflow_id(report.node)
+        try:
+            await self._client.start_workflow(
+                NODE_WORKFLOW_TYPE,
+                NodeRemediationInput(
+                    cluster=self._cluster,
+                    node=report.node,
+                    policy=self._policy,
+                    semaphore_workflow_id=self._semaphore_workflow_id,
+                ),
+                id=workflow_id,
+                task_queue=self._task_queue,
+                start_signal=Signals.EVIDENCE,
+                start_signal_args=[report],
+            )
+        except RPCError as err:
+            if err.status in _UNAVAILABLE:
+                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+            raise
+        return workflow_id
