@@ -65,8 +65,8 @@ def build_worker(
 ) -> Worker:
     """Create a worker with every workflow of the project and the given activities.
 
-    The Temporal activities (semaphore bootstrap) are always added, so any
-    worker can host the replacement semaphore.
+    The Temporal activities (semaphore bootstrap, a node's incident history)
+    are always added: any worker can host the replacement semaphore.
 
     Args:
         client: A client using the pydantic data converter.
@@ -78,7 +78,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
-        activities=[TemporalActivities(client).ensure_semaphore, *activities],
+        activities=[*TemporalActivities(client).all(), *activities],
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         **options,
     )

@@ -2,18 +2,26 @@
 
 Workflow code cannot start an unrelated workflow idempotently (a child would
 be tied to its parent's lifetime), so holders make sure the singleton
-semaphore runs through this activity.
+semaphore runs through an activity. Nor can it list workflows, so a node's
+earlier incidents (the repeat-offender rule, per-node attempt budgets) are
+read from visibility by an activity too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
-from gpu_remediation.contracts import EnsureSemaphoreInput
-from gpu_remediation.ids import Activities
+from gpu_remediation.contracts import EnsureSemaphoreInput, LookupNodeHistoryInput, NodeHistory
+from gpu_remediation.ids import SA_OUTCOME, Activities
+from gpu_remediation.models import Outcome
 from gpu_remediation.semaphore_models import SemaphoreInput
+from gpu_remediation.workflow_models import NodeRemediationResult, RungAttempt
 from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
 
 
@@ -27,6 +35,10 @@ class TemporalActivities:
             client: A client using the pydantic data converter.
         """
         self._client = client
+
+    def all(self) -> list[Callable[..., Any]]:
+        """Every activity of this class, for a worker's registration."""
+        return [self.ensure_semaphore, self.lookup_node_history]
 
     @activity.defn(name=Activities.ENSURE_SEMAPHORE)
     async def ensure_semaphore(self, input: EnsureSemaphoreInput) -> None:
@@ -50,3 +62,80 @@ class TemporalActivities:
         activity.logger.info(
             "Replacement semaphore %s running as run %s", handle.id, handle.result_run_id
         )
+
+    @activity.defn(name=Activities.LOOKUP_NODE_HISTORY)
+    async def lookup_node_history(self, input: LookupNodeHistoryInput) -> NodeHistory:
+        """Count the node's earlier incidents and collect their rung attempts.
+
+        Reads the closed runs of the node's workflow id from visibility (newest
+        first, at most ``input.max_runs``). Runs that ended without touching
+        the node (transient, application fault, no action, dry run) are not
+        incidents. A run that failed or was terminated counts as an incident
+        (something was wrong enough to start the ladder) but has no result to
+        take attempts from. Read-only, so retrying is safe.
+
+        Args:
+            input: The workflow id, the run to leave out and the windows.
+        """
+        since = min(input.incidents_since, input.attempts_since)
+        query = (
+            f"WorkflowId = '{_quoted(input.workflow_id)}' "
+            f"AND ExecutionStatus != 'Running' "
+            f"AND CloseTime >= '{_rfc3339(since)}'"
+        )
+        incidents = 0
+        attempts: list[RungAttempt] = []
+        runs = 0
+        async for execution in self._client.list_workflows(query, limit=input.max_runs):
+            if execution.run_id == input.current_run_id:
+                continue
+            runs += 1
+            outcome = execution.typed_search_attributes.get(SA_OUTCOME)
+            if outcome in _NOT_INCIDENTS:
+                continue
+            closed = execution.close_time
+            if closed is not None and closed >= input.incidents_since:
+                incidents += 1
+            if execution.status != WorkflowExecutionStatus.COMPLETED:
+                continue
+            handle = self._client.get_workflow_handle(
+                execution.id, run_id=execution.run_id, result_type=NodeRemediationResult
+            )
+            try:
+                result = await handle.result(follow_runs=False)
+            except WorkflowFailureError:
+                continue
+            attempts.extend(a for a in result.attempts if a.started_at >= input.attempts_since)
+        activity.logger.info(
+            "%s: %d earlier runs, %d incidents since %s, %d rung attempts",
+            input.workflow_id,
+            runs,
+            incidents,
+            input.incidents_since.isoformat(),
+            len(attempts),
+        )
+        # Newest last and bounded: the budget check only needs the recent ones.
+        attempts.sort(key=lambda a: a.started_at)
+        return NodeHistory(incidents=incidents, attempts=attempts[-200:])
+
+
+# Outcomes of runs that never touched the node: not incidents for the repeat rule.
+_NOT_INCIDENTS = frozenset(
+    {
+        Outcome.TRANSIENT.value,
+        Outcome.APPLICATION_FAULT.value,
+        Outcome.NO_ACTION.value,
+        Outcome.DRY_RUN.value,
+    }
+)
+
+
+def _quoted(value: str) -> str:
+    """Escape a value for a single-quoted visibility query literal."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _rfc3339(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

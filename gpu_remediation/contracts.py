@@ -15,6 +15,7 @@ from pydantic import Field
 
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID
 from gpu_remediation.models import Evidence, FaultClass, GpuIndex, Model, NodeName, Rung
+from gpu_remediation.workflow_models import RungAttempt
 
 QUARANTINE_TAINT_KEY = "gpu-remediation.io/quarantine"
 
@@ -234,3 +235,20 @@ class EnsureSemaphoreInput(Model):
         min_length=1,
         description="Semaphore workflow id; only tests and isolated fleets change it.",
     )
+
+
+class LookupNodeHistoryInput(Model):
+    """Find a node's earlier incidents (closed runs of its workflow id)."""
+
+    workflow_id: str = Field(min_length=1, max_length=1000)
+    current_run_id: str = Field(min_length=1, max_length=256, description="Not counted.")
+    incidents_since: datetime = Field(description="Start of the repeat-offender window.")
+    attempts_since: datetime = Field(description="Start of the longest rung budget window.")
+    max_runs: int = Field(default=50, ge=1, le=200, description="Newest runs read at most.")
+
+
+class NodeHistory(Model):
+    """What a node's earlier incidents add up to."""
+
+    incidents: int = Field(ge=0, description="Incidents in the repeat-offender window.")
+    attempts: list[RungAttempt] = Field(default_factory=list, max_length=200)

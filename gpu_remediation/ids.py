@@ -67,6 +67,7 @@ class Activities:
     ESCALATE = "escalate"
     NOTIFY_WORKLOAD_OWNER = "notify_workload_owner"
     ENSURE_SEMAPHORE = "ensure_semaphore"
+    LOOKUP_NODE_HISTORY = "lookup_node_history"
 
 
 class Signals:

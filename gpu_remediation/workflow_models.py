@@ -26,13 +26,17 @@ class NodeRemediationInput(Model):
     cluster: str = Field(min_length=1, max_length=100)
     node: NodeName
     policy: Policy
-    prior_incidents: int = Field(
-        default=0, ge=0, description="Incidents of this node within the repeat-offender window."
+    prior_incidents: int | None = Field(
+        default=None,
+        ge=0,
+        description="Incidents of this node within the repeat-offender window; "
+        "None: the workflow looks them up (closed runs of its workflow id).",
     )
-    prior_attempts: list[RungAttempt] = Field(
-        default_factory=list,
+    prior_attempts: list[RungAttempt] | None = Field(
+        default=None,
         max_length=200,
-        description="Rung attempts of this node's earlier incidents (per-node attempt limits).",
+        description="Rung attempts of this node's earlier incidents (per-node attempt limits); "
+        "None: looked up with the incidents.",
     )
     semaphore_workflow_id: str = Field(
         default=SEMAPHORE_WORKFLOW_ID, min_length=1, description="The replacement semaphore."

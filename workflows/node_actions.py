@@ -63,6 +63,23 @@ class NodeActions:
             Activities.READ_NODE_HEALTH, c.ReadNodeHealthInput(**self._ids()), c.NodeHealth, summary
         )
 
+    async def node_history(
+        self, incidents_since: datetime, attempts_since: datetime
+    ) -> c.NodeHistory:
+        """Read the node's earlier incidents (repeat-offender rule, attempt budgets)."""
+        info = workflow.info()
+        return await self._bookkeeping(
+            Activities.LOOKUP_NODE_HISTORY,
+            c.LookupNodeHistoryInput(
+                workflow_id=info.workflow_id,
+                current_run_id=info.run_id,
+                incidents_since=incidents_since,
+                attempts_since=attempts_since,
+            ),
+            c.NodeHistory,
+            "look up earlier incidents of this node",
+        )
+
     async def pool_health(self, pool: str | None) -> c.PoolHealth:
         """Count the pool's nodes and its unhealthy ones (for the breaker)."""
         return await self._bookkeeping(

@@ -69,6 +69,8 @@ class NodeRemediationWorkflow:
         self._actions = NodeActions(input.policy, input.node, lambda: self._abort is not None)
         self._permit = ReplacementPermit(input.semaphore_workflow_id)
         self._classification: Classification | None = None
+        self._prior_incidents = input.prior_incidents or 0
+        self._prior_attempts = list(input.prior_attempts or [])
         self._ceiling = Rung.ESCALATE
         self._health: NodeHealth | None = None
         self._rung: Rung | None = None
@@ -252,7 +254,29 @@ class NodeRemediationWorkflow:
         if self._classification is not None and self._classification.start_rung is None:
             await self._leave_in_service()
             return False
+        await self._load_history()
         return True
+
+    async def _load_history(self) -> None:
+        """Count the node's earlier incidents, unless the starter already did."""
+        if self._input.prior_incidents is not None and self._input.prior_attempts is not None:
+            return
+        now = workflow.now()
+        longest_budget = max(rung.window for rung in self._policy.rungs.values())
+        history = await self._actions.node_history(
+            incidents_since=now - self._policy.repeat_offender.window,
+            attempts_since=now - longest_budget,
+        )
+        if self._input.prior_incidents is None:
+            self._prior_incidents = history.incidents
+        if self._input.prior_attempts is None:
+            self._prior_attempts = list(history.attempts)
+        self._record.decide(
+            "triage",
+            "history read",
+            f"{history.incidents} earlier incident(s) within "
+            f"{self._policy.repeat_offender.window}, {len(history.attempts)} rung attempt(s)",
+        )
 
     async def _leave_in_service(self) -> None:
         """Application-side or informational faults: tell the owner, never touch the node."""
@@ -297,7 +321,7 @@ class NodeRemediationWorkflow:
         """Quarantine, then climb until repaired, replaced, escalated or aborted."""
         assert self._classification is not None
         start, self._ceiling, reason = ladder.starting_point(
-            self._classification, self._policy, self._input.prior_incidents
+            self._classification, self._policy, self._prior_incidents
         )
         assert start is not None
         rung = self._rung_after_relapse(start)
@@ -327,7 +351,7 @@ class NodeRemediationWorkflow:
             if self._skip_to is not None:
                 rung, self._skip_to, self._retry = self._skip_to, None, False
             else:
-                attempts = [*self._input.prior_attempts, *self._record.attempts]
+                attempts = [*self._prior_attempts, *self._record.attempts]
                 blocked = ladder.blocked_by_policy(
                     rung, self._ceiling, attempts, workflow.now(), self._policy
                 )
