@@ -18,13 +18,16 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bench import ladder, memory, semaphore
+from bench import agent, alert_storm, ladder, memory, semaphore, simulator
 from bench.common import RESULTS_DIR, machine_notes
 
 BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
     "ladder": lambda quick: ladder.run(quick=quick),
     "semaphore": lambda quick: semaphore.run(quick=quick),
     "memory": lambda quick: memory.run(quick=quick),
+    "simulator": lambda quick: simulator.run(quick=quick),
+    "alert_storm": lambda quick: alert_storm.run(quick=quick),
+    "agent": lambda quick: agent.run(quick=quick),
 }
 
 
@@ -77,6 +80,12 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
             ),
             ("memory", "per incident (above idle worker)", f"{r['per_workflow_kb']:.0f} KiB", ""),
         ]
+    if "simulator" in results:
+        rows += simulator.summary_rows(results["simulator"])
+    if "alert_storm" in results:
+        rows += alert_storm.summary_rows(results["alert_storm"])
+    if "agent" in results:
+        rows += agent.summary_rows(results["agent"])
     return rows
 
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import typer
 
+from cli.budget import budget_app
+from cli.controls import controls_app
+from cli.incidents import incidents_app
 from cli.policy import policy_app
+from cli.receiver import receiver
+from cli.sim import sim_app
+from cli.watch import watch
+from cli.worker import worker_app
 
 app = typer.Typer(
     name="remediate",
@@ -17,6 +24,13 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold credentials or whole policies
 )
 app.add_typer(policy_app, name="policy")
+app.command("receiver")(receiver)
+app.command("watch")(watch)
+app.add_typer(incidents_app)  # run, status
+app.add_typer(controls_app)  # pause, resume, approve, skip, retry, abort
+app.add_typer(budget_app)  # budget
+app.add_typer(worker_app)  # worker
+app.add_typer(sim_app)  # sim
 
 if __name__ == "__main__":
     app()

@@ -214,6 +214,8 @@ NPD_GPU_DCGM_REASON = "GpuDcgmError"
 
 _MESSAGE_XID = re.compile(r"\bXid\s+(\d+)(?:\s+on\s+GPU\s+(\d+))?", re.I)
 _MESSAGE_DCGM = re.compile(r"\bDCGM\s+error\s+(\d+)(?:\s+on\s+GPU\s+(\d+))?", re.I)
+# "EFA device count (...): ..." etc.: the agent's EFA findings (gpu_remediation.npd_message).
+_MESSAGE_EFA = re.compile(r"(?:^|;\s*)EFA\s+(device count|provider|link|counters)\b[^:;]*:", re.I)
 
 
 def npd_xid_message(xid: int, gpu_index: int | None, pci_bus: str | None, action: str) -> str:
@@ -244,6 +246,12 @@ def parse_message_xid(message: str) -> tuple[int, int | None] | None:
 def parse_message_dcgm(message: str) -> tuple[int, int | None] | None:
     """Return (DCGM error id, gpu index) from a message such as ``DCGM error 85 on GPU 2``."""
     return _parse(_MESSAGE_DCGM, message)
+
+
+def parse_message_efa(message: str) -> str | None:
+    """Return the EFA check (a key of ``EFA_CHECKS``) a message's first EFA finding names."""
+    match = _MESSAGE_EFA.search(message)
+    return match.group(1).lower().replace(" ", "_") if match else None
 
 
 def eks_reason_xid(reason: str) -> int | None:

@@ -161,9 +161,12 @@ def _from_condition(e: ConditionEvidence) -> _Finding:
             where = _where(parsed[1])
             text = f"{subject}: DCGM error {parsed[0]}{where}, {meaning}"
             return _Finding(text, fault_class, parsed[1])
-    elif e.type == catalog.NPD_EFA_CONDITION and e.reason in catalog.NPD_EFA_REASONS:
-        fault_class, meaning = catalog.EFA_CHECKS[catalog.NPD_EFA_REASONS[e.reason]]
-        return _Finding(f"{subject}: {meaning}", fault_class)
+    elif e.type == catalog.NPD_EFA_CONDITION:
+        # The agent's NPD rule has one fixed reason; the message names the check.
+        check = catalog.NPD_EFA_REASONS.get(e.reason) or catalog.parse_message_efa(e.message)
+        if check is not None:
+            fault_class, meaning = catalog.EFA_CHECKS[check]
+            return _Finding(f"{subject}: {meaning}", fault_class)
     # Anything else reports a problem we cannot name: quarantine and diagnose.
     return _Finding(f"{subject}: unrecognised problem", FC.UNKNOWN)
 

@@ -8,7 +8,7 @@ two methods on moto's in-process backend objects (never the boto3 clients):
 
 * ``send_command`` asks a ``HostSimulator`` for each targeted instance's
   result, and can keep the invocation invisible (``InvocationDoesNotExist``)
-  or ``InProgress`` for a number of polls, as real SSM does;
+  or ``InProgress`` for a number of polls or seconds, as real SSM does;
 * ``reboot_instances`` tells the simulator which instances were rebooted.
 
 ``tests/simulator/test_aws_adapter.py`` fails if a moto upgrade changes the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ class SimulatedInvocation:
     stderr: str = ""
     invisible_polls: int = 0
     in_progress_polls: int = 0
+    in_progress_seconds: float = 0.0
+    """Then InProgress until this many real seconds after the host ran the command."""
 
 
 HostSimulator = Callable[[str, HostCommand | None, list[str]], SimulatedInvocation]
@@ -66,6 +69,7 @@ class _CommandState:
     script: list[str]
     results: dict[str, SimulatedInvocation] = field(default_factory=dict)
     polls: dict[str, int] = field(default_factory=dict)
+    ran_at: dict[str, float] = field(default_factory=dict)
 
 
 class MotoCloud:
@@ -162,16 +166,18 @@ class MotoCloud:
                     state.results[instance_id] = self.host_simulator(
                         instance_id, state.command, state.script
                     )
+                    state.ran_at[instance_id] = time.monotonic()
                 result = state.results[instance_id]
                 polls = state.polls.get(instance_id, 0) + 1
                 state.polls[instance_id] = polls
+                running = time.monotonic() - state.ran_at[instance_id] < result.in_progress_seconds
             if polls <= result.invisible_polls:
                 raise SSMException(
                     "InvocationDoesNotExist",
                     "An error occurred (InvocationDoesNotExist) when calling the "
                     "GetCommandInvocation operation",
                 )
-            if polls <= result.invisible_polls + result.in_progress_polls:
+            if polls <= result.invisible_polls + result.in_progress_polls or running:
                 invocation.update(Status="InProgress", StatusDetails="InProgress", ResponseCode=-1)
                 return invocation
             invocation.update(

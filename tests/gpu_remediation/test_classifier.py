@@ -236,6 +236,23 @@ def test_npd_efa_condition_uses_its_reason(policy: Policy) -> None:
     assert classify([evidence], policy).fault_class == FC.EFA_FAILURE
 
 
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("EFA device count: 31 of 32 devices", FC.EFA_FAILURE),
+        ("EFA provider: fi_info -p efa found no provider", FC.EFA_FAILURE),
+        ("EFA link (rdmap0s6): port 1 is DOWN", FC.UNKNOWN),
+        ("efa-check hung: no answer within 10 s", FC.UNKNOWN),
+    ],
+)
+def test_npd_efa_condition_from_the_agent_reads_the_check_from_its_message(
+    policy: Policy, message: str, expected: FC
+) -> None:
+    # The agent's NPD rule has one fixed reason; only the message names the check.
+    evidence = condition("EfaHealthProblem", "True", "EfaHealthCheckFailed", message)
+    assert classify([evidence], policy).fault_class == expected
+
+
 def test_unrecognised_problem_condition_is_unknown(policy: Policy) -> None:
     assert classify([condition("KernelDeadlock", "True")], policy).fault_class == FC.UNKNOWN
 

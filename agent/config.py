@@ -1,0 +1,353 @@
+"""Agent settings: defaults, an optional JSON file, ``REMEDIATE_AGENT_*`` variables, CLI flags.
+
+Node Problem Detector starts the agent every 30 seconds on every GPU node, so
+the healthy path imports nothing heavy: settings are a plain class,
+validated here field by field (a bad value names the field and where it came
+from), not a pydantic model (importing pydantic alone costs more CPU than a
+whole healthy cycle, see bench/agent.py).
+
+Precedence: CLI flags over environment over the config file over defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "REMEDIATE_AGENT_"
+
+# Instance types this project knows: GPUs per node, EFA devices per node
+# (reference: 32 on p5/p5e, 16 on p5en, 4 on p4d). Operators add their own
+# through the config file (merged over these).
+DEFAULT_GPUS_BY_INSTANCE_TYPE: dict[str, int] = {
+    "p4d.24xlarge": 8,
+    "p4de.24xlarge": 8,
+    "p5.48xlarge": 8,
+    "p5e.48xlarge": 8,
+    "p5en.48xlarge": 8,
+    "p6-b200.48xlarge": 8,
+    "g5.48xlarge": 8,
+    "g6e.48xlarge": 8,
+}
+DEFAULT_EFA_BY_INSTANCE_TYPE: dict[str, int] = {
+    "p4d.24xlarge": 4,
+    "p4de.24xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5e.48xlarge": 32,
+    "p5en.48xlarge": 16,
+}
+# Counter -> smallest increase per cycle reported as a burst. Error counters
+# report any increase; drops and retransmissions only in volume, because a
+# busy fabric produces some.
+DEFAULT_EFA_COUNTER_THRESHOLDS: dict[str, int] = {
+    "rdma_read_wr_err": 1,
+    "rdma_write_wr_err": 1,
+    "unresponsive_remote_events": 1,
+    "impaired_remote_conn_events": 1,
+    "retrans_timeout_events": 1,
+    "rx_drops": 1000,
+    "retrans_pkts": 10000,
+}
+
+KERNEL_LOG_KINDS = ("kmsg", "journal", "file")
+_INSTANCE_TYPE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
+
+
+class ConfigError(ValueError):
+    """A setting is missing, of the wrong type or out of range (the message names it)."""
+
+
+class AgentConfig:
+    """Everything one check cycle needs. Durations are seconds.
+
+    Class attributes are the defaults; build instances with :func:`load_config`
+    (the tables are shared defaults and never mutated: changes make new dicts).
+    """
+
+    # Where state survives between runs (kernel-log position, held Xids, hang counts).
+    state_dir: str = "/var/lib/remediate-agent"
+    # NPD cuts the plugin's stdout at its max_output_length: the message must fit.
+    max_output_length: int = 1024
+    # The whole cycle must finish before NPD's rule timeout kills the agent.
+    deadline: float = 20.0
+    lock_timeout: float = 2.0
+    # DCGM: `dcgmi health -c -j`, against the host engine on dcgm_host (default: local).
+    dcgm_enabled: bool = True
+    dcgmi: str = "dcgmi"
+    dcgm_host: str | None = None
+    dcgm_timeout: float = 10.0
+    dcgm_set_watches: bool = True
+    # nvidia-smi -q: GPU count, driver recovery action, row remapping.
+    nvidia_smi: str = "nvidia-smi"
+    nvidia_smi_timeout: float = 10.0
+    expected_gpus: int | None = None
+    gpus_by_instance_type: dict[str, int] = DEFAULT_GPUS_BY_INSTANCE_TYPE
+    # Instance type: set, or read from DMI (EC2 Nitro reports it as the product name).
+    instance_type: str | None = None
+    instance_type_path: str = "/sys/devices/virtual/dmi/id/product_name"
+    # Kernel log: "kmsg:/dev/kmsg", "journal" / "journal:<directory>", "file:<path>" (or a path).
+    kernel_log: str = "kmsg:/dev/kmsg"
+    journalctl: str = "journalctl"
+    journal_timeout: float = 10.0
+    # First run with no saved position: scan back at most this far for the boot start.
+    kernel_log_first_run_bytes: int = 256 * 1024 * 1024
+    rotated_suffixes: tuple[str, ...] = (".1",)
+    boot_id_path: str = "/proc/sys/kernel/random/boot_id"
+    nvidia_proc_gpus: str = "/proc/driver/nvidia/gpus"
+    # Xids are events: keep reporting one this long after it was read (0: one cycle only).
+    xid_hold: float = 300.0
+    report_informational_xids: bool = False
+    # A tool that hangs this many cycles in a row is reported as a problem (driver wedged).
+    hang_cycles_to_problem: int = 3
+    # EFA.
+    sysfs_root: str = "/sys"
+    fi_info: str = "fi_info"
+    fi_info_timeout: float = 5.0
+    expected_efa: int | None = None
+    efa_by_instance_type: dict[str, int] = DEFAULT_EFA_BY_INSTANCE_TYPE
+    efa_counter_thresholds: dict[str, int] = DEFAULT_EFA_COUNTER_THRESHOLDS
+
+    def __init__(self, **values: Any) -> None:
+        """Set the given settings; the rest keep their defaults.
+
+        Raises:
+            ConfigError: An unknown setting name.
+        """
+        for name, value in values.items():
+            if name not in _FIELD_TYPES:
+                raise ConfigError(f"unknown setting {name!r}")
+            setattr(self, name, value)
+
+    def values(self) -> dict[str, Any]:
+        """Every setting and its value."""
+        return {name: getattr(self, name) for name in _FIELD_TYPES}
+
+    @property
+    def kernel_log_kind(self) -> str:
+        """``kmsg``, ``journal`` or ``file``."""
+        return _split_source(self.kernel_log)[0]
+
+    @property
+    def kernel_log_target(self) -> str:
+        """The device, journal directory ("" for the system journal) or file path."""
+        return _split_source(self.kernel_log)[1]
+
+    def state_path(self, check: str) -> Path:
+        """The state file of one check (checks run concurrently under NPD)."""
+        return Path(self.state_dir) / f"{check}.json"
+
+    def resolved_instance_type(self) -> str | None:
+        """The configured instance type, else the DMI product name, else None."""
+        if self.instance_type:
+            return self.instance_type
+        try:
+            text = Path(self.instance_type_path).read_text(encoding="ascii", errors="replace")
+        except OSError:
+            return None
+        value = text.strip().lower()
+        return value if _INSTANCE_TYPE.match(value) else None
+
+    def expected_gpu_count(self) -> tuple[int | None, str]:
+        """(expected GPUs, where the number comes from)."""
+        if self.expected_gpus is not None:
+            return self.expected_gpus, "configured"
+        itype = self.resolved_instance_type()
+        if itype and itype in self.gpus_by_instance_type:
+            return self.gpus_by_instance_type[itype], itype
+        return None, itype or "unknown instance type"
+
+    def expected_efa_count(self) -> tuple[int | None, str]:
+        """(expected EFA devices, where the number comes from)."""
+        if self.expected_efa is not None:
+            return self.expected_efa, "configured"
+        itype = self.resolved_instance_type()
+        if itype and itype in self.efa_by_instance_type:
+            return self.efa_by_instance_type[itype], itype
+        return None, itype or "unknown instance type"
+
+
+def _split_source(value: str) -> tuple[str, str]:
+    kind, sep, target = value.partition(":")
+    if sep and kind in KERNEL_LOG_KINDS:
+        if kind == "kmsg":
+            return kind, target or "/dev/kmsg"
+        return kind, target
+    if value == "journal":
+        return "journal", ""
+    if value == "kmsg":
+        return "kmsg", "/dev/kmsg"
+    return "file", value
+
+
+# ------------------------------------------------------------------ validation
+
+_BOOL_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
+        return _BOOL_WORDS[value.strip().lower()]
+    raise ValueError("expected true or false")
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    raise ValueError("expected an integer")
+
+
+def _as_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number of seconds")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ValueError("expected a number of seconds")
+
+
+def _as_str(value: Any) -> str:
+    if isinstance(value, str) and value and "\x00" not in value:
+        return value
+    raise ValueError("expected a non-empty string")
+
+
+def _as_mapping(value: Any) -> dict[str, int]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"expected a JSON object ({err.msg})") from err
+    if not isinstance(value, Mapping):
+        raise ValueError("expected a mapping of names to integers")
+    result: dict[str, int] = {}
+    for key, number in value.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"bad key {key!r}")
+        count = _as_int(number)
+        if count < 0:
+            raise ValueError(f"{key}: must not be negative")
+        result[key] = count
+    return result
+
+
+def _as_tuple(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError("expected a list of strings")
+    return tuple(value)
+
+
+_CONVERTERS: dict[str, Any] = {
+    "bool": _as_bool,
+    "int": _as_int,
+    "float": _as_float,
+    "str": _as_str,
+    "int | None": lambda v: None if v is None or v == "" else _as_int(v),
+    "str | None": lambda v: None if v is None or v == "" else _as_str(v),
+    "dict[str, int]": _as_mapping,
+    "tuple[str, ...]": _as_tuple,
+}
+_FIELD_TYPES: dict[str, str] = {
+    name: str(kind) for name, kind in AgentConfig.__annotations__.items()
+}
+# Tables merge over the defaults, so a config file adds instance types without repeating ours.
+_MERGED = frozenset({"gpus_by_instance_type", "efa_by_instance_type", "efa_counter_thresholds"})
+
+
+def _check_ranges(config: AgentConfig) -> None:
+    positive = (
+        "deadline",
+        "dcgm_timeout",
+        "nvidia_smi_timeout",
+        "journal_timeout",
+        "fi_info_timeout",
+        "lock_timeout",
+    )
+    for name in positive:
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"{name}: must be greater than 0")
+    if config.xid_hold < 0:
+        raise ConfigError("xid_hold: must not be negative")
+    if not 40 <= config.max_output_length <= 4096:
+        # NPD reads at most 4 KiB of plugin output.
+        raise ConfigError("max_output_length: must be between 40 and 4096")
+    if config.hang_cycles_to_problem < 1:
+        raise ConfigError("hang_cycles_to_problem: must be at least 1")
+    if config.kernel_log_first_run_bytes < 0:
+        raise ConfigError("kernel_log_first_run_bytes: must not be negative")
+    for name in ("expected_gpus", "expected_efa"):
+        value = getattr(config, name)
+        if value is not None and not 0 <= value <= 64:
+            raise ConfigError(f"{name}: must be between 0 and 64")
+    if config.kernel_log_kind in ("kmsg", "file") and not config.kernel_log_target:
+        raise ConfigError("kernel_log: a kmsg or file source needs a path")
+
+
+def _apply(config: AgentConfig, values: Mapping[str, Any], origin: str) -> AgentConfig:
+    changes: dict[str, Any] = {}
+    for name, raw in values.items():
+        kind = _FIELD_TYPES.get(name)
+        if kind is None:
+            raise ConfigError(f"{origin}: unknown setting {name!r}")
+        try:
+            value = _CONVERTERS[kind](raw)
+        except ValueError as err:
+            raise ConfigError(f"{origin}: {name}: {err}") from err
+        if name in _MERGED:
+            value = {**getattr(config, name), **value}
+        changes[name] = value
+    return AgentConfig(**{**config.values(), **changes})
+
+
+def load_config(
+    path: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> AgentConfig:
+    """Build the settings: defaults, then ``path`` (JSON), then the environment, then ``overrides``.
+
+    Args:
+        path: A JSON object of settings, or None.
+        env: The environment (``REMEDIATE_AGENT_<SETTING>``); ``os.environ`` when None.
+        overrides: Values from CLI flags (None values are ignored).
+
+    Raises:
+        ConfigError: A file that cannot be read or parsed, an unknown setting,
+            or a bad value (the message names the setting and its origin).
+    """
+    config = AgentConfig()
+    if path is not None:
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ConfigError(f"config file {path}: {err}") from err
+        if not isinstance(document, dict):
+            raise ConfigError(f"config file {path}: expected a JSON object")
+        config = _apply(config, document, f"config file {path}")
+    source = os.environ if env is None else env
+    from_env = {
+        name: source[ENV_PREFIX + name.upper()]
+        for name in _FIELD_TYPES
+        if ENV_PREFIX + name.upper() in source
+    }
+    config = _apply(config, from_env, "environment")
+    if overrides:
+        config = _apply(config, {k: v for k, v in overrides.items() if v is not None}, "flag")
+    _check_ranges(config)
+    return config

@@ -1,0 +1,180 @@
+"""``remediate watch``: run the node-condition watcher until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from kubernetes.config import ConfigException
+from temporalio.envconfig import ClientConfigProfile
+
+from gpu_remediation.ids import TASK_QUEUE, node_workflow_id
+from gpu_remediation.policy import Policy
+from gpu_remediation.policy_loader import PolicyError, load_policy
+from gpu_remediation.settings import Settings
+from gpu_remediation.temporal_setup import connect
+from triggers.starter import IncidentStarter
+from triggers.watcher import NodeConditionWatcher
+
+log = logging.getLogger("gpu_remediation.watcher")
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def watch(
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            exists=True,
+            dir_okay=False,
+            help="Policy YAML (merged over the defaults); its `triggers` section says which "
+            "conditions count and their grace periods. Default: the packaged defaults.",
+        ),
+    ] = None,
+    cluster: Annotated[
+        str,
+        typer.Option(
+            "--cluster",
+            envvar="GPU_REMEDIATION_CLUSTER",
+            help="Cluster name (part of every node's workflow id).",
+        ),
+    ] = "default",
+    selector: Annotated[
+        str | None,
+        typer.Option(
+            "--selector",
+            help="Label selector of the watched nodes (overrides triggers.node_selector; "
+            "'' watches every node).",
+            show_default=False,
+        ),
+    ] = None,
+    kube_api_url: Annotated[
+        str | None,
+        typer.Option(
+            "--kube-api-url",
+            help="Kubernetes API URL (e.g. the simulator's) instead of in-cluster credentials "
+            "or kubeconfig (default: GPU_REMEDIATION_KUBE_API_URL).",
+            show_default=False,
+        ),
+    ] = None,
+    kube_context: Annotated[
+        str | None,
+        typer.Option(
+            "--kube-context",
+            help="kubeconfig context (default: GPU_REMEDIATION_KUBE_CONTEXT, else the current).",
+            show_default=False,
+        ),
+    ] = None,
+    task_queue: Annotated[
+        str,
+        typer.Option(
+            "--task-queue",
+            envvar="GPU_REMEDIATION_TASK_QUEUE",
+            help="Task queue of the remediation workers (for incidents this watcher starts).",
+        ),
+    ] = TASK_QUEUE,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Temporal frontend host:port (default: TEMPORAL_ADDRESS).", show_default=False
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(help="Temporal namespace (default: TEMPORAL_NAMESPACE).", show_default=False),
+    ] = None,
+    tick: Annotated[
+        float,
+        typer.Option("--tick", min=0.05, max=60.0, help="Seconds between grace-period checks."),
+    ] = 1.0,
+) -> None:
+    """Watch GPU nodes' conditions and report problems to their incidents.
+
+    Conditions, bad statuses, reason patterns and grace periods come from the
+    policy's `triggers` section. Temporal is reached through the standard
+    TEMPORAL_* settings (--address and --namespace override them). Runs until
+    SIGINT or SIGTERM, then stops cleanly. Exits 2 on invalid input (policy,
+    cluster name, settings, no Kubernetes configuration) and 1 when Temporal
+    cannot be reached at start.
+    """
+    logging.basicConfig(
+        level=os.environ.get("LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        pol = load_policy(policy)
+    except PolicyError as err:
+        raise _fail(str(err)) from err
+    try:
+        node_workflow_id(cluster, "n")  # validates the cluster name before connecting
+        settings = Settings.from_env()
+    except ValueError as err:
+        raise _fail(str(err)) from err
+    overrides = {
+        "cluster": cluster,
+        "kube_api_url": kube_api_url or settings.kube_api_url,
+        "kube_context": kube_context or settings.kube_context,
+    }
+    settings = settings.model_copy(update=overrides)
+    # Imported here: the worker module pulls in every activity and the AWS SDK.
+    from worker import kube_api_client
+
+    try:
+        api = kube_api_client(settings)
+    except ConfigException as err:
+        raise _fail(f"no Kubernetes configuration: {err}") from err
+    with api:
+        asyncio.run(
+            _run(
+                api,
+                settings.cluster,
+                pol,
+                selector=selector,
+                task_queue=task_queue,
+                tick=tick,
+                address=address,
+                namespace=namespace,
+            )
+        )
+
+
+async def _run(
+    api: Any,
+    cluster: str,
+    policy: Policy,
+    *,
+    selector: str | None,
+    task_queue: str,
+    tick: float,
+    address: str | None,
+    namespace: str | None,
+) -> None:
+    profile = ClientConfigProfile.load()
+    profile = dataclasses.replace(
+        profile, address=address or profile.address, namespace=namespace or profile.namespace
+    )
+    try:
+        client = await connect(profile)
+    except Exception as err:
+        # Whatever the cause (refused, TLS, DNS): say so and stop; the
+        # orchestrator restarts the watcher.
+        typer.echo(f"error: cannot reach Temporal: {err}", err=True)
+        raise typer.Exit(1) from err
+    starter = IncidentStarter(client, cluster=cluster, policy=policy, task_queue=task_queue)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = NodeConditionWatcher(api, starter, client, selector=selector, tick_interval=tick)
+    await watcher.run(stop)
+    log.info("watcher stopped")

@@ -1,0 +1,63 @@
+"""``remediate worker``: run the remediation worker (``worker.py``'s ``main``).
+
+The worker itself reads its settings from the environment (``TEMPORAL_*``
+through envconfig, ``GPU_REMEDIATION_*``); the options here only override
+those variables for this process, so ``remediate worker`` and
+``python worker.py`` always run the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Annotated
+
+import typer
+from kubernetes.config import ConfigException
+
+import worker as worker_module
+from cli.connection import AddressOption, NamespaceOption, TemporalOptions
+from cli.output import ExitCode, fail, run
+from gpu_remediation.settings import Settings
+
+worker_app = typer.Typer()
+
+
+@worker_app.command("worker")
+def worker(
+    task_queue: Annotated[
+        str | None,
+        typer.Option(
+            "--task-queue",
+            help="Task queue to poll (default: GPU_REMEDIATION_TASK_QUEUE or gpu-remediation).",
+            show_default=False,
+        ),
+    ] = None,
+    address: AddressOption = None,
+    namespace: NamespaceOption = None,
+) -> None:
+    """Run the remediation worker until SIGINT/SIGTERM (then drain gracefully).
+
+    Kubernetes, AWS and host-command settings come from GPU_REMEDIATION_*
+    variables (see README); a bad value stops the worker at start.
+    """
+    try:
+        Settings.from_env()
+    except ValueError as err:
+        fail(str(err), ExitCode.INVALID_INPUT)
+    options = TemporalOptions(address=address, namespace=namespace)
+    # Fail fast and clearly (exit 3) rather than from inside the worker's startup.
+    run(options.connect())
+    profile = options.profile()
+    overrides = {
+        "TEMPORAL_ADDRESS": profile.address,
+        "TEMPORAL_NAMESPACE": profile.namespace,
+        "GPU_REMEDIATION_TASK_QUEUE": task_queue,
+    }
+    # The worker reads these itself; this process is the worker, so setting
+    # them here affects nothing else.
+    os.environ.update({name: value for name, value in overrides.items() if value})
+    try:
+        asyncio.run(worker_module.main())
+    except ConfigException as err:
+        fail(f"no Kubernetes configuration: {err}", ExitCode.INVALID_INPUT)

@@ -1,0 +1,67 @@
+"""Availability accounting: node-seconds healthy and schedulable over the pools' capacity.
+
+The counts of available, healthy and schedulable nodes are piecewise constant
+between changes, so each change first adds ``count * elapsed`` to the
+integrals and then moves the count: O(1) per change, for any fleet size.
+Capacity is the configured size of the pools: a node slot being replaced
+counts as unavailable until the new node is Ready.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class _Integral:
+    count: int = 0
+    seconds: float = 0.0
+
+
+class Availability:
+    """Integrals over simulated time; the caller serialises calls (the fleet lock).
+
+    Args:
+        capacity: Node slots of the fleet (the pools' configured sizes).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._last = 0.0
+        self._started = 0.0
+        self._available = _Integral()
+        self._healthy = _Integral()
+        self._schedulable = _Integral()
+
+    def _advance(self, now: float) -> None:
+        elapsed = max(0.0, now - self._last)
+        for integral in (self._available, self._healthy, self._schedulable):
+            integral.seconds += integral.count * elapsed
+        self._last = max(self._last, now)
+
+    def change(
+        self,
+        now: float,
+        *,
+        available: int = 0,
+        healthy: int = 0,
+        schedulable: int = 0,
+    ) -> None:
+        """Move the counts by the given deltas at simulated time ``now``."""
+        self._advance(now)
+        self._available.count += available
+        self._healthy.count += healthy
+        self._schedulable.count += schedulable
+
+    def report(self, now: float) -> dict[str, float]:
+        """Fractions of capacity-seconds so far (1.0 before any time has passed)."""
+        self._advance(now)
+        total = self.capacity * (self._last - self._started)
+        if total <= 0:
+            return {"available": 1.0, "healthy": 1.0, "schedulable": 1.0, "node_seconds": 0.0}
+        return {
+            "available": self._available.seconds / total,
+            "healthy": self._healthy.seconds / total,
+            "schedulable": self._schedulable.seconds / total,
+            "node_seconds": total,
+        }

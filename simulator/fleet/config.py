@@ -1,0 +1,130 @@
+"""What fleet to simulate: node pools, time factor, seed, faults, workloads."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpu_remediation.policy import Duration
+from simulator.fleet.clock import Durations
+from simulator.fleet.faults import FaultMix, Scenario
+
+_POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PoolSpec(_Strict):
+    """One Karpenter node pool of identical GPU nodes.
+
+    ``reset_supported`` False is the EC2 profile: the hypervisor blocks the
+    function-level reset, so ``nvidia-smi -r`` reports "not supported".
+    """
+
+    name: str = Field(min_length=1, max_length=42)
+    nodes: int = Field(ge=0, le=10_000)
+    instance_type: str = "p5.48xlarge"
+    gpus_per_node: int = Field(default=8, ge=1, le=64)
+    reset_supported: bool = True
+
+    @model_validator(mode="after")
+    def _name_is_a_label_value(self) -> PoolSpec:
+        if not _POOL_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"pool name {self.name!r} must be lower-case letters, digits and '-' "
+                "(it prefixes node names)"
+            )
+        return self
+
+
+class WorkloadConfig(_Strict):
+    """Gang-scheduled training jobs: one pod of all GPUs per node, ``job_nodes`` per job."""
+
+    namespace: str = "training"
+    job_nodes: int = Field(default=4, ge=1, le=1000)
+    utilization: float = Field(
+        default=0.9, ge=0, le=1, description="Share of each pool's nodes the jobs try to fill."
+    )
+    job_duration: Duration = Field(default=timedelta(hours=6), gt=timedelta(0))
+    restart_delay: Duration = Field(
+        default=timedelta(minutes=5),
+        ge=timedelta(0),
+        description="A failed job is rescheduled after this.",
+    )
+
+
+class FleetConfig(_Strict):
+    """Everything the simulated fleet is built from."""
+
+    pools: list[PoolSpec] = Field(
+        default_factory=lambda: [PoolSpec(name="gpu", nodes=8)], min_length=1
+    )
+    time_factor: float = Field(default=1.0, gt=0, le=1_000_000)
+    seed: int = 0
+    durations: Durations = Field(default_factory=Durations)
+    scenario: Scenario | None = None
+    fault_mix: FaultMix | None = None
+    workloads: WorkloadConfig | None = None
+    zone: str = "us-west-2a"
+    history_size: int = Field(
+        default=10_000, ge=100, description="Changes the Kubernetes emulator keeps for watches."
+    )
+    job_executor: bool = Field(
+        default=True,
+        description="Also run host-command Jobs (GPU_REMEDIATION_HOST_EXECUTOR=job) on the nodes.",
+    )
+
+    @model_validator(mode="after")
+    def _pools_are_distinct(self) -> FleetConfig:
+        names = [p.name for p in self.pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be distinct: {names}")
+        return self
+
+    @property
+    def total_nodes(self) -> int:
+        """Nodes the fleet keeps across all pools."""
+        return sum(p.nodes for p in self.pools)
+
+
+def parse_pools(text: str, nodes: int | None = None) -> list[PoolSpec]:
+    """Parse ``h100:12,h200:4:no-reset`` (``NAME[:COUNT][:no-reset]``, comma-separated).
+
+    Pools without a count share ``nodes`` evenly (the first ones get the remainder).
+
+    Raises:
+        ValueError: A malformed item, or counts missing without ``nodes``.
+    """
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ValueError("no pools given")
+    parsed: list[tuple[str, int | None, bool]] = []
+    for item in items:
+        parts = item.split(":")
+        name, count, reset = parts[0], None, True
+        for part in parts[1:]:
+            if part == "no-reset":
+                reset = False
+            elif part.isdigit():
+                count = int(part)
+            else:
+                raise ValueError(f"pool {item!r}: expected NAME[:COUNT][:no-reset]")
+        parsed.append((name, count, reset))
+    missing = [p for p in parsed if p[1] is None]
+    if missing and nodes is None:
+        raise ValueError("give --nodes or a count for every pool")
+    share = 0 if not missing else (nodes or 0) - sum(c for _, c, _ in parsed if c is not None)
+    if share < 0:
+        raise ValueError(f"pool counts exceed --nodes {nodes}")
+    pools = []
+    index = 0
+    for name, count, reset in parsed:
+        if count is None:
+            count = share // len(missing) + (1 if index < share % len(missing) else 0)
+            index += 1
+        pools.append(PoolSpec(name=name, nodes=count, reset_supported=reset))
+    return pools

@@ -1,0 +1,451 @@
+"""Fault kinds, what fixes each, and where faults come from (scenario file or fault mix).
+
+Every kind says how the hardware shows it (the Xid in the kernel log and the
+Node Problem Detector condition, the DCGM error id in diagnostics and health
+watches, a kubelet that stops) and what clears it: a GPU reset, a reboot, only a
+replacement, or nothing on the node (the fault clears by itself). The truth is
+what the simulated host reports; the remediation has to find out.
+
+Faults are injected from a scenario file (at simulated time T, fault F on a
+node, a GPU, or a number of nodes of a pool) or drawn from a fault mix: a
+Poisson process with a rate per node-hour for each kind. The default mix is
+the Meta Llama 3 405B table (419 interruptions on 2,048 nodes of 8 H100 in 54
+days; gpu-faults.md section 7), each cause mapped to the kinds below.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpu_remediation.models import GpuIndex
+from gpu_remediation.policy import Duration
+
+
+class Fix(StrEnum):
+    """The least disruptive step that clears a fault."""
+
+    RESET = "reset"
+    """A GPU reset (so also a reboot or new hardware)."""
+    REBOOT = "reboot"
+    """A host reboot (a GPU reset reports success but changes nothing)."""
+    REPLACE = "replace"
+    """Only new hardware: the fault survives resets and reboots."""
+    NONE = "none"
+    """Nothing on the node: it clears by itself (or was never real)."""
+
+
+class FaultKind(StrEnum):
+    """The faults the simulated hardware can have."""
+
+    XID_RESET = "xid_reset"
+    NVLINK = "nvlink"
+    GSP_HANG = "gsp_hang"
+    FALLEN_OFF_BUS = "fallen_off_bus"
+    ROW_REMAP_PENDING = "row_remap_pending"
+    ROW_REMAP_FAILURE = "row_remap_failure"
+    GPU_HARDWARE = "gpu_hardware"
+    APPLICATION = "application"
+    FALSE_POSITIVE = "false_positive"
+    EFA_LINK = "efa_link"
+    EFA_DEVICE_MISSING = "efa_device_missing"
+    HOST_HANG = "host_hang"
+    HOST_FAILURE = "host_failure"
+
+
+Scope = Literal["gpu", "node"]
+DiagTest = Literal["software", "memory", "pcie"]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultInfo:
+    """How one fault kind shows and what clears it.
+
+    Attributes:
+        kind: The kind.
+        scope: ``gpu`` (one GPU) or ``node``.
+        fix: What clears it (see :class:`Fix`).
+        xid: The Xid the driver logs (what the node agent reports), if any.
+        action: What is wrong, in a few words (the EFA check's message).
+        dcgm_error: DCGM error id diagnostics and health watches report; None means
+            the GPU tests clean (the fault is elsewhere, or not real).
+        dcgm_severity: DCGM severity of that error.
+        diag_test: The ``dcgmi diag`` test (level 2 and up) that fails on it.
+        health_system: The ``dcgmi health`` system that reports it.
+        health_message: DCGM's message template (``{gpu}``, ``{bus}``).
+        efa_check: The agent's EFA check that fails (``EfaEvidence.check``).
+        kubelet_down: The kubelet stops (Ready turns Unknown); commands cannot reach the host.
+        survives_reboot: The host does not come back from a reboot.
+        interrupts_jobs: A training job on the node fails.
+        clears_after: Name of the :class:`Durations` field after which it clears by itself.
+    """
+
+    kind: FaultKind
+    scope: Scope
+    fix: Fix
+    xid: int | None = None
+    action: str = ""
+    dcgm_error: int | None = None
+    dcgm_severity: int = 2
+    diag_test: DiagTest = "software"
+    health_system: str = ""
+    health_message: str = ""
+    efa_check: Literal["device_count", "provider", "link", "counters"] | None = None
+    kubelet_down: bool = False
+    survives_reboot: bool = False
+    interrupts_jobs: bool = True
+    clears_after: str | None = None
+
+    def cleared_by(self, step: Fix) -> bool:
+        """Whether a reset, reboot or replacement clears this fault."""
+        order = {Fix.RESET: 1, Fix.REBOOT: 2, Fix.REPLACE: 3}
+        if self.fix is Fix.NONE:
+            return True  # nothing real to keep: any corrective step clears the report
+        return order[step] >= order[self.fix]
+
+
+K = FaultKind
+FAULTS: dict[FaultKind, FaultInfo] = {
+    info.kind: info
+    for info in (
+        # Double-bit ECC and friends (Xid 46/48/62/95/109/...): NVIDIA says RESET_GPU.
+        FaultInfo(
+            K.XID_RESET,
+            "gpu",
+            Fix.RESET,
+            xid=48,
+            action="double-bit ECC error, GPU reset required",
+            dcgm_error=4,
+            diag_test="memory",
+            health_system="Memory",
+            health_message="Detected 1 volatile double-bit ECC error(s) in GPU {gpu}.",
+        ),
+        # Xid 74: reset or reboot retrains the link.
+        FaultInfo(
+            K.NVLINK,
+            "gpu",
+            Fix.RESET,
+            xid=74,
+            action="NVLink error",
+            dcgm_error=14,
+            diag_test="pcie",
+            health_system="NVLink",
+            health_message="GPU {gpu}'s NvLink link 3 is currently down",
+        ),
+        # GSP RPC timeout that a reset does not cure (power cycle: reboot).
+        FaultInfo(
+            K.GSP_HANG,
+            "gpu",
+            Fix.REBOOT,
+            xid=119,
+            action="GSP RPC timeout",
+            dcgm_error=126,
+            dcgm_severity=2,
+            diag_test="software",
+            health_system="Driver",
+            health_message="GPU {gpu} recovery action: node reboot required",
+        ),
+        # Xid 79: only a reboot brings the GPU back; nvidia-smi -r exits 15.
+        FaultInfo(
+            K.FALLEN_OFF_BUS,
+            "gpu",
+            Fix.REBOOT,
+            xid=79,
+            action="GPU has fallen off the bus",
+            dcgm_error=120,
+            diag_test="pcie",
+            health_system="PCIe",
+            health_message="GPU {gpu} ({bus}) has fallen off the bus",
+        ),
+        # Xid 63: the remap is applied by the next reset.
+        FaultInfo(
+            K.ROW_REMAP_PENDING,
+            "gpu",
+            Fix.RESET,
+            xid=63,
+            action="row remapping pending, reset to apply",
+            dcgm_error=85,
+            dcgm_severity=6,
+            diag_test="memory",
+            health_system="Memory",
+            health_message="GPU {gpu} had memory errors and row remappings are pending",
+        ),
+        # Xid 64: an RMA criterion; resets and reboots change nothing.
+        FaultInfo(
+            K.ROW_REMAP_FAILURE,
+            "gpu",
+            Fix.REPLACE,
+            xid=64,
+            action="row remapping failure",
+            dcgm_error=80,
+            dcgm_severity=6,
+            diag_test="memory",
+            health_system="Memory",
+            health_message="GPU {gpu} had memory errors and row remapping failed",
+        ),
+        # A GPU that is simply broken: uncorrectable errors come back after every reset.
+        FaultInfo(
+            K.GPU_HARDWARE,
+            "gpu",
+            Fix.REPLACE,
+            xid=140,
+            action="ECC unrecovered error",
+            dcgm_error=4,
+            diag_test="memory",
+            health_system="Memory",
+            health_message="Detected 3 volatile double-bit ECC error(s) in GPU {gpu}.",
+        ),
+        # Xid 13 from a crashing job: the GPU is fine, the report lasts until the restart.
+        FaultInfo(
+            K.APPLICATION,
+            "gpu",
+            Fix.NONE,
+            xid=13,
+            action="graphics engine exception (application)",
+            clears_after="application_clear",
+        ),
+        # A spurious report: the hardware is healthy, diagnostics pass.
+        FaultInfo(
+            K.FALSE_POSITIVE,
+            "gpu",
+            Fix.NONE,
+            xid=79,
+            action="GPU has fallen off the bus",
+            interrupts_jobs=False,
+            clears_after="false_positive_clear",
+        ),
+        # A switch or cable: link retraining (reboot) helps, or the network team fixes it.
+        FaultInfo(
+            K.EFA_LINK,
+            "node",
+            Fix.REBOOT,
+            efa_check="link",
+            action="state DOWN physical_state LINK_DOWN",
+            clears_after="efa_link_clear",
+        ),
+        FaultInfo(
+            K.EFA_DEVICE_MISSING,
+            "node",
+            Fix.REPLACE,
+            efa_check="device_count",
+            action="expected 32 EFA devices, found 31",
+        ),
+        # Unplanned host maintenance / a hung kernel: the kubelet stops, a reboot helps.
+        FaultInfo(K.HOST_HANG, "node", Fix.REBOOT, kubelet_down=True, action="host hung"),
+        # PSU, SSD, CPU, memory, board: the host never comes back from a reboot.
+        FaultInfo(
+            K.HOST_FAILURE,
+            "node",
+            Fix.REPLACE,
+            kubelet_down=True,
+            survives_reboot=True,
+            action="host hardware failure",
+        ),
+    )
+}
+
+
+def info(kind: FaultKind) -> FaultInfo:
+    """The table row of ``kind``."""
+    return FAULTS[kind]
+
+
+# ------------------------------------------------------------------ fault mix
+
+LLAMA3_NODE_HOURS = 2048 * 54 * 24
+"""16,384 H100 = 2,048 nodes of 8 GPUs, for 54 days."""
+
+LLAMA3_CAUSES: tuple[tuple[str, int, dict[FaultKind, int]], ...] = (
+    # (cause, interruptions, how they are split over fault kinds)
+    (
+        "faulty GPU incl. NVLink",
+        148,
+        {K.XID_RESET: 50, K.NVLINK: 30, K.FALLEN_OFF_BUS: 34, K.GPU_HARDWARE: 34},
+    ),
+    ("GPU HBM3", 72, {K.ROW_REMAP_PENDING: 48, K.ROW_REMAP_FAILURE: 24}),
+    ("software bug", 54, {K.APPLICATION: 54}),
+    ("network switch/cable", 35, {K.EFA_LINK: 35}),
+    ("unplanned host maintenance", 32, {K.HOST_HANG: 32}),
+    ("GPU SRAM", 19, {K.XID_RESET: 19}),
+    ("GPU system processor", 17, {K.GSP_HANG: 17}),
+    ("NIC", 7, {K.EFA_DEVICE_MISSING: 7}),
+    ("NCCL watchdog", 7, {K.APPLICATION: 7}),
+    ("silent data corruption", 6, {K.GPU_HARDWARE: 6}),
+    ("thermal interface/sensor", 6, {K.GPU_HARDWARE: 6}),
+    ("SSD, PSU, chassis, IO board, CPU, system memory", 14, {K.HOST_FAILURE: 14}),
+    ("dependency", 2, {K.APPLICATION: 2}),
+)
+"""The Llama 3 table: 419 unexpected interruptions by cause."""
+
+FALSE_POSITIVES_PER_INTERRUPTION = 0.2
+"""Not in the Llama 3 table (a spurious report interrupts nothing): an assumption."""
+
+
+def _llama3_rates() -> dict[FaultKind, float]:
+    counts: dict[FaultKind, float] = {}
+    for _cause, total, split in LLAMA3_CAUSES:
+        if sum(split.values()) != total:
+            raise AssertionError(f"split of {_cause} does not add up to {total}")
+        for kind, count in split.items():
+            counts[kind] = counts.get(kind, 0) + count
+    interruptions = sum(total for _, total, _ in LLAMA3_CAUSES)
+    counts[K.FALSE_POSITIVE] = interruptions * FALSE_POSITIVES_PER_INTERRUPTION
+    return {kind: count / LLAMA3_NODE_HOURS for kind, count in counts.items()}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FaultMix(_Strict):
+    """Random faults: a rate per node-hour for each kind, times ``multiplier``.
+
+    The default is the Llama 3 table (about one fault per 6,300 node-hours).
+    """
+
+    rates: dict[FaultKind, float] = Field(default_factory=_llama3_rates)
+    multiplier: float = Field(default=1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _rates_not_negative(self) -> FaultMix:
+        bad = {k.value: r for k, r in self.rates.items() if r < 0 or math.isnan(r)}
+        if bad:
+            raise ValueError(f"rates must be >= 0: {bad}")
+        return self
+
+    def per_node_hour(self) -> float:
+        """Total faults per node-hour."""
+        return sum(self.rates.values()) * self.multiplier
+
+    def events(self, seed: int, nodes: int) -> Iterator[PlannedFault]:
+        """Endless planned faults for a fleet of ``nodes`` nodes, in time order.
+
+        Deterministic for a seed: the same times, kinds, node ordinals and GPUs.
+        The node is an ordinal in [0, 1) that the fleet maps to one of its live
+        nodes when the fault is due.
+        """
+        rng = random.Random(seed)
+        kinds = sorted((k for k, r in self.rates.items() if r > 0), key=lambda k: k.value)
+        weights = [self.rates[k] for k in kinds]
+        per_second = self.per_node_hour() * nodes / 3600.0
+        at = 0.0
+        while per_second > 0 and kinds:
+            at += rng.expovariate(per_second)
+            kind = rng.choices(kinds, weights)[0]
+            yield PlannedFault(at=at, kind=kind, ordinal=rng.random(), gpu_draw=rng.random())
+
+    @classmethod
+    def llama3(cls, multiplier: float = 1.0) -> FaultMix:
+        """The default mix, optionally scaled."""
+        return cls(multiplier=multiplier)
+
+    @classmethod
+    def load(cls, path: Path) -> FaultMix:
+        """Read a fault mix YAML file (``rates: {kind: per node-hour}``, ``multiplier``).
+
+        Raises:
+            ScenarioError: The file cannot be read or is not a valid mix.
+        """
+        return _load(cls, path)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedFault:
+    """One fault drawn from a mix: when, what, and where (as ordinals)."""
+
+    at: float
+    kind: FaultKind
+    ordinal: float
+    gpu_draw: float
+
+
+# ------------------------------------------------------------------ scenario
+
+
+class ScenarioEvent(_Strict):
+    """At simulated time ``at``, inject ``fault`` on a node, a GPU, or several nodes.
+
+    Target: ``node`` (a name), else ``count`` nodes or a ``fraction`` of ``pool``
+    (or of the fleet without a pool), chosen at random among nodes still running;
+    one node at random when neither is given.
+    """
+
+    at: Duration = Field(ge=timedelta(0))
+    fault: FaultKind
+    node: str | None = Field(default=None, min_length=1, max_length=253)
+    pool: str | None = Field(default=None, min_length=1, max_length=63)
+    count: int | None = Field(default=None, ge=1, le=100_000)
+    fraction: float | None = Field(default=None, gt=0, le=1)
+    gpu: GpuIndex | None = None
+    xid: int | None = Field(
+        default=None, ge=0, le=1023, description="Report this Xid instead of the kind's own."
+    )
+    clears_after: Duration | None = Field(
+        default=None, gt=timedelta(0), description="Clears by itself after this."
+    )
+
+    @model_validator(mode="after")
+    def _target_is_consistent(self) -> ScenarioEvent:
+        if self.node is not None and (self.pool or self.count or self.fraction):
+            raise ValueError("give either node or pool/count/fraction, not both")
+        if self.count is not None and self.fraction is not None:
+            raise ValueError("give count or fraction, not both")
+        kind = FAULTS[self.fault]
+        if self.gpu is not None and kind.scope != "gpu":
+            raise ValueError(f"{self.fault.value} is a node fault: no gpu")
+        if self.xid is not None and kind.xid is None:
+            raise ValueError(f"{self.fault.value} reports no Xid: no xid")
+        return self
+
+
+class Scenario(_Strict):
+    """A scripted list of faults (a YAML file with ``events:``)."""
+
+    events: list[ScenarioEvent] = Field(default_factory=list, max_length=100_000)
+
+    def ordered(self) -> list[ScenarioEvent]:
+        """The events by time (stable for equal times)."""
+        return sorted(self.events, key=lambda e: e.at)
+
+    @classmethod
+    def load(cls, path: Path) -> Scenario:
+        """Read a scenario YAML file.
+
+        Raises:
+            ScenarioError: The file cannot be read or is not a valid scenario.
+        """
+        return _load(cls, path)
+
+
+class ScenarioError(ValueError):
+    """A scenario or fault-mix file that cannot be used; the message names the problem."""
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _load(model: type[_M], path: Path) -> _M:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read: {err.strerror or err}") from err
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: expected a mapping at the top level")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in err.errors()
+        )
+        raise ScenarioError(f"{path}: {problems}") from err

@@ -1,0 +1,106 @@
+"""One thread that runs the simulator's timed and deferred work in order.
+
+Store hooks run under the store lock and moto's callbacks inside its request
+handling, so neither may write to the cluster; they hand work to this
+scheduler instead. Every callback runs on its one thread, one at a time, which
+keeps the fleet's writes ordered without further locking.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from simulator.fleet.clock import SimClock
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[], None]
+
+
+class Scheduler:
+    """Runs callbacks at simulated times on one background thread.
+
+    Args:
+        clock: The simulated clock (started before :meth:`start`).
+        name: Thread name.
+    """
+
+    def __init__(self, clock: SimClock, name: str = "fleet-scheduler") -> None:
+        self._clock = clock
+        self._name = name
+        self._heap: list[tuple[float, int, Callback]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+
+    def call_at(self, sim_t: float, fn: Callback) -> None:
+        """Run ``fn`` once simulated time reaches ``sim_t``."""
+        due = self._clock.real_deadline(sim_t) if self._clock.started else 0.0
+        with self._cond:
+            heapq.heappush(self._heap, (due, next(self._seq), fn))
+            self._cond.notify()
+
+    def call_later(self, sim_delay: float, fn: Callback) -> None:
+        """Run ``fn`` after ``sim_delay`` simulated seconds."""
+        self.call_at(self._clock.now() + max(0.0, sim_delay), fn)
+
+    def call_soon(self, fn: Callback) -> None:
+        """Run ``fn`` as soon as the thread gets to it (after what is due already)."""
+        with self._cond:
+            heapq.heappush(self._heap, (0.0, next(self._seq), fn))
+            self._cond.notify()
+
+    def pending(self) -> int:
+        """How many callbacks wait."""
+        with self._cond:
+            return len(self._heap)
+
+    def start(self) -> None:
+        """Start the thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the running callback; callbacks not yet due are dropped."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("fleet scheduler still busy after %.0f s", timeout)
+            self._thread = None
+
+    def _next(self) -> Callback | None:
+        with self._cond:
+            while not self._stopping:
+                if self._heap:
+                    due = self._heap[0][0]
+                    wait = due - time.monotonic()
+                    if wait <= 0:
+                        return heapq.heappop(self._heap)[2]
+                    self._cond.wait(wait)
+                else:
+                    self._cond.wait()
+            return None
+
+    def _loop(self) -> None:
+        while True:
+            fn = self._next()
+            if fn is None:
+                return
+            try:
+                fn()
+            except Exception as exc:
+                # A broken simulation must not pass unnoticed: the fleet's stop()
+                # raises it; the thread keeps serving the rest meanwhile.
+                log.exception("fleet simulator callback failed")
+                self.errors.append(exc)

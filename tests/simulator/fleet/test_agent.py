@@ -1,0 +1,110 @@
+"""The node agent and NPD turn hardware state into the conditions the watcher reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from gpu_remediation import catalog
+from gpu_remediation.models import EfaEvidence, XidEvidence
+from gpu_remediation.npd_message import NPD_EFA_REASON, NPD_GPU_REASON, parse_condition_message
+from simulator.fleet import Fleet
+from simulator.fleet.agent import EFA_HEALTHY, GPU_HEALTHY, MAX_OUTPUT_LENGTH
+from simulator.kube_api import NODES
+from tests.conftest import assert_eventually
+from tests.simulator.fleet.conftest import conditions
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def eventually_condition(fleet: Fleet, node: str, type_: str, status: str) -> dict[str, Any]:
+    found: dict[str, Any] = await assert_eventually(
+        lambda: asyncio.to_thread(lambda: conditions(fleet, node).get(type_, {})),
+        lambda cond: cond.get("status") == status,
+        message=f"{type_}={status} on {node}",
+    )
+    return found
+
+
+async def test_an_xid_shows_as_gpu_health_problem_in_the_catalog_format(fleet: Fleet) -> None:
+    fleet.inject("fallen_off_bus", "h100-0001", gpu=3)
+    cond = await eventually_condition(fleet, "h100-0001", "GpuHealthProblem", "True")
+    assert cond["reason"] == NPD_GPU_REASON
+    assert catalog.parse_message_xid(cond["message"]) == (79, 3)
+    (evidence,) = parse_condition_message(cond["message"], observed_at=datetime.now(UTC))
+    assert isinstance(evidence, XidEvidence)
+    assert (evidence.xid, evidence.gpu_index, evidence.pci_bus) == (79, 3, "0000:86:00")
+
+
+async def test_the_most_serious_fault_leads_the_message(fleet: Fleet) -> None:
+    fleet.inject("row_remap_pending", "h100-0002", gpu=1)
+    fleet.inject("row_remap_failure", "h100-0002", gpu=6)
+    cond = await eventually_condition(fleet, "h100-0002", "GpuHealthProblem", "True")
+    assert catalog.parse_message_xid(cond["message"]) == (64, 6)
+    evidence = parse_condition_message(cond["message"], observed_at=datetime.now(UTC))
+    assert [(e.xid, e.gpu_index) for e in evidence if isinstance(e, XidEvidence)] == [
+        (64, 6),
+        (63, 1),
+    ]
+
+
+async def test_efa_faults_show_as_efa_health_problem_naming_the_check(
+    fleet: Fleet,
+) -> None:
+    fleet.inject("efa_device_missing", "p5-0001")
+    cond = await eventually_condition(fleet, "p5-0001", "EfaHealthProblem", "True")
+    assert cond["reason"] == NPD_EFA_REASON
+    (evidence,) = parse_condition_message(cond["message"], observed_at=datetime.now(UTC))
+    assert isinstance(evidence, EfaEvidence)
+    assert evidence.check == "device_count"
+    assert conditions(fleet, "p5-0001")["GpuHealthProblem"]["status"] == "False"
+
+
+async def test_an_application_fault_is_reported_until_it_clears_by_itself(fleet: Fleet) -> None:
+    fleet.inject("application", "h100-0000", gpu=2, clears_after=timedelta(minutes=2))
+    cond = await eventually_condition(fleet, "h100-0000", "GpuHealthProblem", "True")
+    assert catalog.parse_message_xid(cond["message"]) == (13, 2)
+    await eventually_condition(fleet, "h100-0000", "GpuHealthProblem", "False")
+    assert fleet.node("h100-0000").faults == []
+
+
+async def test_a_hung_kubelet_turns_ready_unknown(fleet: Fleet) -> None:
+    fleet.inject("host_hang", "p5-0002")
+    cond = await eventually_condition(fleet, "p5-0002", "Ready", "Unknown")
+    assert cond["reason"] == "NodeStatusUnknown"
+    snapshot = fleet.snapshot()
+    assert snapshot.truly_faulty == ["p5-0002"]
+    assert snapshot.nodes_ready == 5
+
+
+def test_the_simulated_npd_uses_the_deployed_reasons() -> None:
+    deployed = json.loads((ROOT / "deploy" / "npd" / "gpu-health-monitor.json").read_text())
+    defaults = {c["type"]: (c["reason"], c["message"]) for c in deployed["conditions"]}
+    assert defaults["GpuHealthProblem"] == GPU_HEALTHY[1:]
+    assert defaults["EfaHealthProblem"] == EFA_HEALTHY[1:]
+    rules = {r.get("condition"): r["reason"] for r in deployed["rules"] if r["type"] == "permanent"}
+    assert rules == {"GpuHealthProblem": NPD_GPU_REASON, "EfaHealthProblem": NPD_EFA_REASON}
+    assert deployed["pluginConfig"]["max_output_length"] == MAX_OUTPUT_LENGTH
+
+
+def allocatable_gpus(fleet: Fleet, node: str) -> str:
+    return str(fleet.store.get(NODES, node)["status"]["allocatable"]["nvidia.com/gpu"])
+
+
+async def test_the_device_plugin_stops_offering_a_broken_gpu(fleet: Fleet) -> None:
+    fleet.inject("application", "h100-0001", gpu=0)
+    fault = fleet.inject("fallen_off_bus", "h100-0001", gpu=5)
+    await eventually_condition(fleet, "h100-0001", "GpuHealthProblem", "True")
+    await assert_eventually(
+        lambda: asyncio.to_thread(allocatable_gpus, fleet, "h100-0001"),
+        lambda gpus: gpus == "7",
+        message="GPU 5 dropped from allocatable, the application's GPU 0 kept",
+    )
+    fleet.clear_faults("h100-0001", fleet.active_faults("h100-0001", fault), reason="test")
+    await assert_eventually(
+        lambda: asyncio.to_thread(allocatable_gpus, fleet, "h100-0001"),
+        lambda gpus: gpus == "8",
+    )

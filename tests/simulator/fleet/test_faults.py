@@ -1,0 +1,96 @@
+"""Fault kinds, the Llama 3 fault mix and scenario files (no fleet needed)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from gpu_remediation import catalog
+from simulator.fleet import FAULTS, FaultKind, FaultMix, Fix, Scenario, ScenarioError
+from simulator.fleet.faults import LLAMA3_NODE_HOURS
+
+
+def first(mix: FaultMix, seed: int, count: int = 50) -> list[tuple[float, str, float, float]]:
+    return [
+        (p.at, p.kind.value, p.ordinal, p.gpu_draw)
+        for p in itertools.islice(mix.events(seed, nodes=500), count)
+    ]
+
+
+def test_the_fault_mix_is_deterministic_for_a_seed() -> None:
+    mix = FaultMix.llama3(multiplier=50)
+    assert first(mix, seed=3) == first(FaultMix.llama3(multiplier=50), seed=3)
+    assert first(mix, seed=3) != first(mix, seed=4)
+
+
+def test_the_default_mix_is_the_llama3_table_plus_false_positives() -> None:
+    mix = FaultMix()
+    interruptions = sum(r for k, r in mix.rates.items() if k is not FaultKind.FALSE_POSITIVE)
+    assert interruptions * LLAMA3_NODE_HOURS == pytest.approx(419)
+    # Faults only a replacement fixes and false positives are both in it.
+    replace_only = [k for k, r in mix.rates.items() if r > 0 and FAULTS[k].fix is Fix.REPLACE]
+    assert set(replace_only) >= {FaultKind.ROW_REMAP_FAILURE, FaultKind.EFA_DEVICE_MISSING}
+    assert mix.rates[FaultKind.FALSE_POSITIVE] > 0
+
+
+def test_the_mix_draws_faults_at_its_rate() -> None:
+    mix = FaultMix.llama3(multiplier=100)
+    horizon = 3600.0 * 24 * 30
+    count = sum(1 for _ in itertools.takewhile(lambda p: p.at < horizon, mix.events(1, 500)))
+    expected = mix.per_node_hour() * 500 * horizon / 3600
+    assert expected * 0.9 < count < expected * 1.1
+
+
+def test_every_xid_the_hardware_reports_is_in_the_catalog() -> None:
+    for info in FAULTS.values():
+        if info.xid is not None:
+            assert catalog.xid_info(info.xid) is not None, info.kind
+        if info.dcgm_error is not None:
+            assert info.dcgm_error in catalog.DCGM_ERRORS, info.kind
+        if info.efa_check is not None:
+            assert info.efa_check in catalog.EFA_CHECKS, info.kind
+
+
+def test_a_scenario_file_is_read_with_durations(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(
+        "events:\n"
+        "  - {at: 2m, fault: fallen_off_bus, node: h100-0003, gpu: 2}\n"
+        "  - {at: 30s, fault: false_positive, pool: h100, fraction: 0.5, xid: 64}\n"
+    )
+    scenario = Scenario.load(path)
+    assert [e.at.total_seconds() for e in scenario.ordered()] == [30.0, 120.0]
+    assert scenario.ordered()[0].xid == 64
+
+
+@pytest.mark.parametrize(
+    ("event", "problem"),
+    [
+        ("{at: 1m, fault: meltdown}", "fault"),
+        ("{at: 1m, fault: host_hang, gpu: 2}", "node fault"),
+        ("{at: 1m, fault: xid_reset, node: a, pool: b}", "either node or pool"),
+        ("{at: 1m, fault: xid_reset, pool: b, count: 2, fraction: 0.5}", "count or fraction"),
+        ("{at: -5s, fault: xid_reset}", "at"),
+        ("{at: 1m, fault: efa_link, xid: 79}", "reports no Xid"),
+    ],
+)
+def test_a_bad_scenario_is_refused_naming_the_problem(
+    tmp_path: Path, event: str, problem: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"events:\n  - {event}\n")
+    with pytest.raises(ScenarioError, match=problem):
+        Scenario.load(path)
+
+
+def test_a_fault_mix_file_overrides_rates(tmp_path: Path) -> None:
+    path = tmp_path / "mix.yaml"
+    path.write_text("rates: {fallen_off_bus: 0.01, false_positive: 0.002}\nmultiplier: 2\n")
+    mix = FaultMix.load(path)
+    assert mix.per_node_hour() == pytest.approx(0.024)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rates: {fallen_off_bus: -1}\n")
+    with pytest.raises(ScenarioError, match="rates"):
+        FaultMix.load(bad)

@@ -1,0 +1,64 @@
+"""DCGM diagnostics through the real activity pass or fail by the true hardware state."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gpu_remediation.models import DcgmEvidence
+from simulator.fleet import Fleet
+from tests.conftest import assert_eventually
+from tests.simulator.fleet.conftest import Real, condition_status
+from tests.simulator.fleet.test_host_reset import diag_input
+
+
+async def test_the_diagnostic_passes_on_a_healthy_node(fleet: Fleet, real: Real) -> None:
+    verdict = await real.run("run_diagnostic", diag_input(fleet, "h100-0000", level=3))
+    assert verdict.passed, verdict.summary
+    assert verdict.failures == []
+
+
+async def test_the_diagnostic_fails_on_the_faulty_gpu_with_its_dcgm_error(
+    fleet: Fleet, real: Real
+) -> None:
+    fleet.inject("row_remap_failure", "h100-0002", gpu=5)
+    fleet.inject("fallen_off_bus", "h100-0002", gpu=1)
+    verdict = await real.run("run_diagnostic", diag_input(fleet, "h100-0002"))
+    assert not verdict.passed
+    found = {
+        (f.check, f.gpu_index, f.error_id) for f in verdict.failures if isinstance(f, DcgmEvidence)
+    }
+    # The diag names both GPUs with DCGM's ids (80 row remap failure, 120 off the bus);
+    # the health recheck recognises the remap failure from its message.
+    assert {("diag", 5, 80), ("diag", 1, 120), ("health", 5, 80)} <= found
+    assert all(f.gpu_index in (1, 5) for f in verdict.failures if isinstance(f, DcgmEvidence))
+
+
+async def test_level_one_sees_the_fault_too(fleet: Fleet, real: Real) -> None:
+    fleet.inject("xid_reset", "h100-0001", gpu=7)
+    verdict = await real.run("run_diagnostic", diag_input(fleet, "h100-0001", level=1))
+    assert not verdict.passed
+    assert any(isinstance(f, DcgmEvidence) and f.gpu_index == 7 for f in verdict.failures)
+
+
+async def test_a_spurious_report_passes_the_diagnostic_and_clears(fleet: Fleet, real: Real) -> None:
+    fleet.inject("false_positive", "h100-0000", gpu=2, xid=64)
+    await assert_eventually(
+        lambda: asyncio.to_thread(condition_status, fleet, "h100-0000", "GpuHealthProblem"),
+        lambda status: status == "True",
+    )
+    verdict = await real.run("run_diagnostic", diag_input(fleet, "h100-0000"))
+    assert verdict.passed, verdict.summary
+    assert fleet.node("h100-0000").faults == []
+    await assert_eventually(
+        lambda: asyncio.to_thread(condition_status, fleet, "h100-0000", "GpuHealthProblem"),
+        lambda status: status == "False",
+    )
+
+
+async def test_a_diagnostic_of_other_gpus_does_not_see_the_fault(fleet: Fleet, real: Real) -> None:
+    fleet.inject("nvlink", "h100-0000", gpu=3)
+    only = diag_input(fleet, "h100-0000").model_copy(update={"gpu_indices": [0, 1]})
+    verdict = await real.run("run_diagnostic", only)
+    # The diag of GPUs 0 and 1 passes; the health recheck covers every GPU.
+    assert not verdict.passed
+    assert {f.check for f in verdict.failures if isinstance(f, DcgmEvidence)} == {"health"}

@@ -1,0 +1,535 @@
+"""The Alertmanager webhook receiver: alerts in, node incidents out.
+
+``POST /v1/alerts`` takes Alertmanager's webhook payload (version "4"),
+authenticated with a bearer token. Each firing alert becomes evidence sent to
+its node's incident through :class:`~triggers.starter.IncidentStarter`
+(signal-with-start: one incident per node however many alerts arrive); each
+resolved alert is sent to the node's open incident as clearing evidence, and
+starts nothing when no incident is open. Answers:
+
+* 200 when every alert that names a node was delivered; alerts that name no
+  node, or a value that is not a node name, are reported per alert in the body;
+* 401 without the right token; 413 for a body over the size limit;
+* 422 for a payload that is not a valid version 4 webhook (nothing is started);
+* 503 when Temporal cannot take the reports now (Alertmanager retries; every
+  report is idempotent, so a retry delivers nothing twice); 502 when Temporal
+  refuses for another reason.
+
+``GET /healthz`` (liveness), ``GET /readyz`` (Temporal reachable),
+``/openapi.json`` and ``/docs`` need no token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Annotated, Any, Literal, get_args
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ValidationError
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+# pydantic needs typing_extensions' TypedDict before Python 3.12 (it reads its schema).
+from typing_extensions import TypedDict
+
+from gpu_remediation.ids import Signals
+from gpu_remediation.models import EvidenceReport
+from triggers.alerts import MappedAlert, WebhookPayload, map_alerts, payload_problems
+from triggers.starter import IncidentStarter, TemporalUnavailableError
+
+ALERTS_PATH = "/v1/alerts"
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+
+MIN_TOKEN_LENGTH = 16
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT = 64
+DEFAULT_DELIVERY_TIMEOUT = 10.0
+DEFAULT_DEDUP_SIZE = 100_000
+DEFAULT_DEDUP_TTL = 300.0
+READY_TIMEOUT = timedelta(seconds=2)
+_MAX_REMEMBERED_NODES = 100_000
+
+# Same meaning as in IncidentStarter: the server cannot take it now, retry later.
+_UNAVAILABLE = frozenset(
+    {
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.ABORTED,
+    }
+)
+
+log = logging.getLogger("gpu_remediation.receiver")
+
+# Module level: FastAPI resolves the (postponed) annotations from module globals.
+_BEARER = HTTPBearer(auto_error=False, description="The receiver's token (see the README).")
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+
+AlertOutcome = Literal["delivered", "duplicate", "no_incident", "unmapped", "unknown_node"]
+
+
+class AlertResult(TypedDict):
+    """What became of one alert of the payload."""
+
+    index: int
+    fingerprint: str
+    status: Literal["firing", "resolved"]
+    outcome: AlertOutcome
+    node: str | None
+    workflow_id: str | None
+    detail: str
+
+
+class ReceiveResult(TypedDict):
+    """The answer to a delivered payload: counts, then one result per alert."""
+
+    received: int
+    delivered: int
+    duplicates: int
+    no_incident: int
+    unmapped: int
+    unknown_node: int
+    truncated_alerts: int
+    results: list[AlertResult]
+
+
+class Problem(BaseModel):
+    """An error answer, naming the problem(s)."""
+
+    detail: str
+    problems: list[str] = []
+
+
+class Readiness(BaseModel):
+    """The readiness answer."""
+
+    ready: bool
+    detail: str
+
+
+class RecentDeliveries:
+    """Collapses duplicate reports before they cost a Temporal call.
+
+    Concurrent duplicates wait for the one delivery in flight; a report
+    delivered less than ``ttl`` seconds ago is answered from a bounded LRU
+    memory. It only saves calls: the node workflow drops repeated report ids
+    too, so a restart or an evicted entry changes nothing but cost.
+
+    Args:
+        size: Reports remembered (0 disables the memory and the collapsing).
+        ttl: Seconds a delivered report is remembered.
+        clock: Monotonic clock (seconds).
+    """
+
+    def __init__(self, size: int, ttl: float, clock: Callable[[], float]) -> None:
+        self._size = size
+        self._ttl = ttl
+        self._clock = clock
+        self._done: OrderedDict[str, tuple[float, AlertOutcome]] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[AlertOutcome]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """Whether duplicates are collapsed at all."""
+        return self._size > 0
+
+    def recent(self, key: str) -> AlertOutcome | None:
+        """The outcome of ``key`` if it was delivered within the TTL."""
+        hit = self._done.get(key)
+        if hit is None:
+            return None
+        if hit[0] <= self._clock():
+            del self._done[key]
+            return None
+        return hit[1]
+
+    async def once(
+        self, key: str, send: Callable[[], Awaitable[AlertOutcome]]
+    ) -> tuple[AlertOutcome, bool]:
+        """Deliver ``key`` once; return its outcome and whether this call was a duplicate."""
+        if not self.enabled:
+            return await send(), False
+        known = self.recent(key)
+        if known is not None:
+            return known, True
+        pending = self._pending.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending), True
+        future: asyncio.Future[AlertOutcome] = asyncio.get_running_loop().create_future()
+        # Waiters may be gone by the time it fails: do not warn about it.
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._pending[key] = future
+        try:
+            outcome = await send()
+        except asyncio.CancelledError:
+            future.set_exception(TemporalUnavailableError("delivery interrupted"))
+            raise
+        except BaseException as err:
+            future.set_exception(err)
+            raise
+        finally:
+            del self._pending[key]
+        future.set_result(outcome)
+        if outcome == "delivered":
+            self._done[key] = (self._clock() + self._ttl, outcome)
+            self._done.move_to_end(key)
+            while len(self._done) > self._size:
+                self._done.popitem(last=False)
+        return outcome, False
+
+
+class AlertDelivery:
+    """Delivers mapped alerts: evidence for firing ones, clearing evidence for resolved ones.
+
+    Args:
+        starter: Signal-with-starts the node incidents.
+        client: The starter's Temporal client (signals to open incidents, readiness).
+        max_in_flight: Temporal calls in flight at once, over all requests.
+        dedup: The memory of recent deliveries.
+    """
+
+    def __init__(
+        self, starter: IncidentStarter, client: Client, max_in_flight: int, dedup: RecentDeliveries
+    ) -> None:
+        self._starter = starter
+        self._client = client
+        self._gate = asyncio.Semaphore(max_in_flight)
+        self._dedup = dedup
+        self._workflow_ids: dict[str, str] = {}
+
+    def _workflow_id(self, node: str) -> str:
+        # Validating the names again for each of a storm's duplicates costs more
+        # than the rest of their handling: remember them (a cluster's node count).
+        known = self._workflow_ids.get(node)
+        if known is None:
+            if len(self._workflow_ids) >= _MAX_REMEMBERED_NODES:
+                self._workflow_ids.clear()
+            known = self._workflow_ids[node] = self._starter.workflow_id(node)
+        return known
+
+    async def deliver_all(self, mapped: Sequence[MappedAlert]) -> list[AlertResult]:
+        """Deliver every alert that names a node; fail fast on the first Temporal error.
+
+        Raises:
+            TemporalUnavailableError: If Temporal could not take a report now.
+            temporalio.service.RPCError: If Temporal refused a report otherwise.
+        """
+        results: list[AlertResult | None] = [None] * len(mapped)
+        first: dict[str, asyncio.Task[tuple[AlertOutcome, bool]]] = {}
+        waiting: list[tuple[MappedAlert, str, asyncio.Task[tuple[AlertOutcome, bool]], bool]] = []
+        try:
+            async with asyncio.TaskGroup() as group:
+                for m in mapped:
+                    if m.lookup.node is None:
+                        assert m.lookup.problem is not None
+                        results[m.index] = _result(m, m.lookup.problem, detail=m.lookup.detail)
+                        continue
+                    workflow_id = self._workflow_id(m.lookup.node)
+                    key = f"{workflow_id}|{m.report_id}"
+                    known = self._dedup.recent(key) if self._dedup.enabled else None
+                    if known is not None:
+                        results[m.index] = _result(m, "duplicate", workflow_id)
+                        continue
+                    task = first.get(key) if self._dedup.enabled else None
+                    duplicate = task is not None
+                    if task is None:
+                        task = group.create_task(self._dedup.once(key, self._sender(m)))
+                        first[key] = task
+                    waiting.append((m, workflow_id, task, duplicate))
+        except BaseExceptionGroup as group_error:
+            raise _most_telling(group_error) from None
+        for m, workflow_id, task, duplicate in waiting:
+            outcome, was_duplicate = task.result()
+            if duplicate or was_duplicate:
+                outcome = "duplicate"
+            results[m.index] = _result(m, outcome, workflow_id)
+        return [r for r in results if r is not None]
+
+    def _sender(self, m: MappedAlert) -> Callable[[], Awaitable[AlertOutcome]]:
+        async def send() -> AlertOutcome:
+            assert m.lookup.node is not None
+            async with self._gate:
+                if m.alert.status == "firing":
+                    await self._starter.report(m.lookup.node, [m.evidence()], report_id=m.report_id)
+                    return "delivered"
+                return await self._clear(m.lookup.node, m)
+
+        return send
+
+    async def _clear(self, node: str, m: MappedAlert) -> AlertOutcome:
+        # A resolution must not open an incident: signal the open one, if any.
+        report = EvidenceReport(node=node, evidence=[m.evidence()], report_id=m.report_id)
+        handle = self._client.get_workflow_handle(self._workflow_id(node))
+        try:
+            await handle.signal(Signals.EVIDENCE, report)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return "no_incident"
+            if err.status in _UNAVAILABLE:
+                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+            raise
+        return "delivered"
+
+    async def ready(self) -> Readiness:
+        """Whether Temporal answers (a cheap call with a short timeout)."""
+        try:
+            await self._client.workflow_service.describe_namespace(
+                DescribeNamespaceRequest(namespace=self._client.namespace),
+                retry=False,
+                timeout=READY_TIMEOUT,
+            )
+        except RPCError as err:
+            return Readiness(ready=False, detail=f"Temporal not reachable: {err.message}")
+        return Readiness(
+            ready=True, detail=f"Temporal namespace {self._client.namespace} reachable"
+        )
+
+
+def _result(
+    m: MappedAlert, outcome: AlertOutcome, workflow_id: str | None = None, detail: str = ""
+) -> AlertResult:
+    # Plain dicts: a storm answers thousands of them, and models cost more.
+    return {
+        "index": m.index,
+        "fingerprint": m.alert.fingerprint,
+        "status": m.alert.status,
+        "outcome": outcome,
+        "node": m.lookup.node,
+        "workflow_id": workflow_id,
+        "detail": detail,
+    }
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for err in group.exceptions:
+        found += _leaves(err) if isinstance(err, BaseExceptionGroup) else [err]
+    return found
+
+
+def _most_telling(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to answer with: unavailable first, then other refusals, else the group."""
+    leaves = _leaves(group)
+    for kind in (TemporalUnavailableError, RPCError):
+        for err in leaves:
+            if isinstance(err, kind):
+                return err
+    return group
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"body larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, f"body larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _problem(
+    status: int, detail: str, problems: Sequence[str] = (), **headers: str
+) -> JSONResponse:
+    body = Problem(detail=detail, problems=list(problems)).model_dump()
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def _token_digest(token: str) -> bytes:
+    # Comparing fixed-length digests keeps even the token's length out of timing.
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _summary(payload: WebhookPayload, results: Sequence[AlertResult]) -> ReceiveResult:
+    counts = dict.fromkeys(get_args(AlertOutcome), 0)
+    for r in results:
+        counts[r["outcome"]] += 1
+    return {
+        "received": len(results),
+        "delivered": counts["delivered"],
+        "duplicates": counts["duplicate"],
+        "no_incident": counts["no_incident"],
+        "unmapped": counts["unmapped"],
+        "unknown_node": counts["unknown_node"],
+        "truncated_alerts": payload.truncated_alerts,
+        "results": list(results),
+    }
+
+
+def create_app(
+    starter: IncidentStarter,
+    token: str,
+    *,
+    client: Client,
+    node_labels: Sequence[str] | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
+    dedup_size: int = DEFAULT_DEDUP_SIZE,
+    dedup_ttl: float = DEFAULT_DEDUP_TTL,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """Build the receiver's ASGI app (serve it with uvicorn, one worker).
+
+    Args:
+        starter: Starts and feeds the node incidents.
+        token: The bearer token Alertmanager sends (at least 16 characters).
+        client: The starter's Temporal client.
+        node_labels: Alert labels that may name the node, in order; default the
+            policy's ``triggers.alert_node_labels``.
+        max_in_flight: Temporal calls in flight at once, over all requests.
+        delivery_timeout: Seconds a request may spend on Temporal before it is
+            answered 503 (Alertmanager retries; nothing is delivered twice).
+        dedup_size: Recent deliveries remembered to answer duplicates without a
+            Temporal call (0: every alert is sent; the workflow still dedups).
+        dedup_ttl: Seconds a delivery is remembered.
+        max_body_bytes: Larger bodies are refused with 413.
+
+    Raises:
+        ValueError: If the token is too short or a limit is not positive.
+    """
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(f"the receiver token must have at least {MIN_TOKEN_LENGTH} characters")
+    if max_in_flight < 1 or delivery_timeout <= 0 or max_body_bytes < 1 or dedup_size < 0:
+        raise ValueError(
+            "max_in_flight, delivery_timeout and max_body_bytes must be positive, "
+            "dedup_size at least 0"
+        )
+    labels = list(node_labels or starter.policy.triggers.alert_node_labels)
+    expected = _token_digest(token)
+    dedup = RecentDeliveries(dedup_size, dedup_ttl, time.monotonic)
+    delivery = AlertDelivery(starter, client, max_in_flight, dedup)
+
+    def authorize(credentials: BearerCredentials) -> None:
+        if credentials is None or not hmac.compare_digest(
+            _token_digest(credentials.credentials), expected
+        ):
+            raise HTTPException(
+                401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
+            )
+
+    app = FastAPI(
+        title="gpu-remediation Alertmanager receiver",
+        description=__doc__ or "",
+        version="1",
+    )
+
+    @app.post(
+        ALERTS_PATH,
+        response_model=ReceiveResult,
+        dependencies=[Depends(authorize)],
+        summary="Receive an Alertmanager notification (webhook version 4)",
+        responses={
+            401: {"model": Problem, "description": "Missing or wrong bearer token."},
+            413: {"model": Problem, "description": "Body over the size limit."},
+            422: {"model": Problem, "description": "Not a valid version 4 payload."},
+            502: {"model": Problem, "description": "Temporal refused a report."},
+            503: {"model": Problem, "description": "Temporal unavailable; retry."},
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/WebhookPayload"}}
+                },
+            }
+        },
+    )
+    async def receive(request: Request) -> Any:
+        # The body is read and validated here rather than by FastAPI, so that a
+        # request without the token is refused before its body is read, and a
+        # bad payload gets a 422 naming its problems by path.
+        body = await _read_body(request, max_body_bytes)
+        try:
+            payload = WebhookPayload.model_validate_json(body)
+        except ValidationError as err:
+            problems = payload_problems(err)
+            log.warning("refused an invalid payload: %s", "; ".join(problems))
+            return _problem(422, "invalid Alertmanager webhook payload (version 4)", problems)
+        if payload.truncated_alerts:
+            log.warning(
+                "Alertmanager truncated %d alerts of group %s (max_alerts)",
+                payload.truncated_alerts,
+                payload.group_key,
+            )
+        mapped = map_alerts(payload, labels)
+        try:
+            async with asyncio.timeout(delivery_timeout):
+                results = await delivery.deliver_all(mapped)
+        except TimeoutError:
+            log.warning("Temporal did not take the reports within %ss", delivery_timeout)
+            detail = f"Temporal did not answer within {delivery_timeout:g}s; retry"
+            return _problem(503, detail, **{"Retry-After": "10"})
+        except TemporalUnavailableError as err:
+            log.warning("Temporal unavailable: %s", err)
+            return _problem(503, f"{err}; retry", **{"Retry-After": "10"})
+        except RPCError as err:
+            log.error("Temporal refused a report: %s (%s)", err.message, err.status)
+            return _problem(502, f"Temporal refused a report: {err.message}")
+        summary = _summary(payload, results)
+        for r in results:
+            if r["outcome"] in ("unmapped", "unknown_node"):
+                log.warning("alert %s (index %d): %s", r["fingerprint"], r["index"], r["detail"])
+        log.info(
+            "receiver %s: %d alerts, %d delivered, %d duplicates, %d without incident, "
+            "%d unmapped, %d unknown nodes",
+            payload.receiver,
+            summary["received"],
+            summary["delivered"],
+            summary["duplicates"],
+            summary["no_incident"],
+            summary["unmapped"],
+            summary["unknown_node"],
+        )
+        # Serialised here: FastAPI would validate the thousands of results again.
+        return Response(json.dumps(summary), media_type="application/json")
+
+    @app.get(HEALTH_PATH, summary="Liveness: the process serves requests")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(
+        READY_PATH,
+        response_model=Readiness,
+        summary="Readiness: Temporal is reachable",
+        responses={503: {"model": Readiness, "description": "Temporal not reachable."}},
+    )
+    async def readyz() -> Any:
+        readiness = await delivery.ready()
+        if not readiness.ready:
+            return JSONResponse(readiness.model_dump(), status_code=503)
+        return readiness
+
+    _add_payload_schema(app)
+    return app
+
+
+def _add_payload_schema(app: FastAPI) -> None:
+    """Publish the webhook payload's schema (the endpoint parses its body itself)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()
+        payload = WebhookPayload.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(payload.pop("$defs", {}))
+        components["WebhookPayload"] = payload
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

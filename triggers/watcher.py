@@ -1,0 +1,521 @@
+"""The node-condition watcher: Node conditions in, incident evidence out.
+
+Two halves joined by an ``asyncio.Queue``:
+
+- :class:`NodeSource` runs in a thread, because the official ``kubernetes``
+  client blocks. It lists the selected Nodes (paged), then watches from the
+  list's resourceVersion with bookmarks. A watch that ends is resumed from the
+  last resourceVersion seen; 410 Gone (an HTTP 410 or an ``ERROR`` event with
+  code 410) means that version is no longer retained, so it lists again and
+  the tracker is resynchronised. Other failures (connection refused while the
+  API server restarts, 5xx, timeouts) are retried with capped exponential
+  backoff, resuming the watch where it was.
+- :class:`NodeConditionWatcher` runs in asyncio: it feeds what the source sees
+  to the :class:`~triggers.condition_tracker.ConditionTracker` (the clock
+  rules live there), ticks it so grace periods fire without new events, and
+  delivers its reports to Temporal in order. Problems go through
+  :class:`~triggers.starter.IncidentStarter` (signal-with-start); recoveries
+  are only signalled to a running incident, since a recovery alone must not
+  start one. While Temporal is unavailable, reports wait in an outbox and
+  are retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
+from kubernetes.client.rest import ApiException
+from pydantic import ValidationError
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from gpu_remediation.ids import Signals
+from gpu_remediation.models import EvidenceReport, Model, NodeName
+from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
+from triggers.starter import IncidentStarter, TemporalUnavailableError
+
+log = logging.getLogger("gpu_remediation.watcher")
+
+_GONE = 410
+# Statuses that mean "Temporal cannot take it now"; the same as IncidentStarter's.
+_UNAVAILABLE = frozenset(
+    {
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.ABORTED,
+    }
+)
+
+
+class NodeConditions(Model):
+    """A Node as the watcher needs it: its name and its valid conditions."""
+
+    name: NodeName
+    conditions: list[ObservedCondition]
+
+
+def parse_node(raw: Any) -> NodeConditions | None:
+    """Validate a Node from the API; None (logged) when it is unusable.
+
+    A malformed condition is dropped (logged) rather than the whole node, so
+    one odd condition from some other agent does not hide a real problem.
+    """
+    if not isinstance(raw, dict):
+        log.warning("ignoring a node that is not an object: %.200r", raw)
+        return None
+    name = (raw.get("metadata") or {}).get("name")
+    conditions: list[ObservedCondition] = []
+    for entry in (raw.get("status") or {}).get("conditions") or []:
+        try:
+            conditions.append(ObservedCondition.model_validate(entry))
+        except ValidationError as err:
+            log.warning("node %s: ignoring a malformed condition %.200r: %s", name, entry, err)
+    try:
+        return NodeConditions(name=name, conditions=conditions)
+    except ValidationError as err:
+        log.warning("ignoring a node with an invalid name %.200r: %s", name, err)
+        return None
+
+
+# ------------------------------------------------------------------ the source
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A complete list of the selected nodes (the tracker resyncs to it)."""
+
+    nodes: list[NodeConditions]
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A selected node was added or modified."""
+
+    node: NodeConditions
+
+
+@dataclass(frozen=True)
+class Removed:
+    """A node was deleted or no longer matches the selector."""
+
+    name: str
+
+
+NodeEvent = Listed | Changed | Removed
+
+
+class NodeSource:
+    """List-then-watch of the selected Nodes, in a thread of its own.
+
+    Args:
+        core: ``CoreV1Api`` of the cluster.
+        selector: Label selector sent to the API server ("" selects every node).
+        emit: Called (from this thread) with every :data:`NodeEvent`.
+        watch_timeout: Seconds each watch request lasts before it is resumed.
+        page_size: Nodes per list page.
+        backoff_initial: First delay after a failure, in seconds.
+        backoff_max: Cap of the exponential backoff, in seconds.
+        request_timeout: Client-side timeout of list requests, in seconds.
+    """
+
+    def __init__(
+        self,
+        core: Any,
+        selector: str,
+        emit: Callable[[NodeEvent], None],
+        *,
+        watch_timeout: int = 300,
+        page_size: int = 500,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        request_timeout: float = 60.0,
+    ) -> None:
+        self._core = core
+        self._selector = selector
+        self._emit = emit
+        self._watch_timeout = watch_timeout
+        self._page_size = page_size
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._request_timeout = request_timeout
+        self._stopping = threading.Event()
+        self._watch: k8s_watch.Watch | None = None
+        self.lists = 0
+        """How many complete lists were taken (the first, then one per 410 or resync)."""
+
+    def stop(self) -> None:
+        """Ask the loop to end; an open watch is interrupted (safe from any thread)."""
+        self._stopping.set()
+        current = self._watch
+        if current is not None:
+            current.stop()
+
+    def run(self) -> None:
+        """List and watch until :meth:`stop`; never raises (failures are retried)."""
+        version: str | None = None
+        failures = 0
+        while not self._stopping.is_set():
+            delay = 0.0
+            try:
+                if version is None:
+                    version = self._list()
+                version, progressed = self._follow(version)
+                failures = 0 if progressed else failures + 1
+                if failures:
+                    delay = self._backoff(failures)
+            except ApiException as err:
+                failures += 1
+                if err.status == _GONE:
+                    # The version left the server's window: take a fresh list. The
+                    # first time at once; a server that keeps answering 410 is
+                    # backed off like any other failure.
+                    log.info("watch expired (410 Gone); listing the nodes again")
+                    version = None
+                    delay = 0.0 if failures == 1 else self._backoff(failures)
+                else:
+                    delay = self._backoff(failures)
+                    log.warning(
+                        "Kubernetes API error %s %s; retrying in %.1fs",
+                        err.status,
+                        err.reason,
+                        delay,
+                    )
+            except (urllib3.exceptions.HTTPError, OSError) as err:
+                if self._stopping.is_set():
+                    break  # the interrupted watch
+                failures += 1
+                delay = self._backoff(failures)
+                log.warning("Kubernetes API unreachable (%s); retrying in %.1fs", err, delay)
+            except Exception:
+                if self._stopping.is_set():
+                    break
+                # Unexpected (a malformed stream, a bug): start over from a list.
+                failures += 1
+                version = None
+                delay = self._backoff(failures)
+                log.exception("node watch failed; listing again in %.1fs", delay)
+            if delay and self._stopping.wait(delay):
+                break
+        log.info("node watch stopped")
+
+    def _backoff(self, failures: int) -> float:
+        return float(min(self._backoff_initial * 2 ** (failures - 1), self._backoff_max))
+
+    def _list(self) -> str:
+        nodes: list[NodeConditions] = []
+        version: str | None = None
+        token: str | None = None
+        while True:
+            response = self._core.list_node(
+                label_selector=self._selector or None,
+                limit=self._page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=self._request_timeout,
+            )
+            try:
+                body = json.loads(response.data)
+            finally:
+                response.release_conn()
+            metadata = body.get("metadata") or {}
+            # A paged list is one snapshot: its first page's version is the list's.
+            version = version or metadata.get("resourceVersion")
+            for item in body.get("items") or []:
+                node = parse_node(item)
+                if node is not None:
+                    nodes.append(node)
+            token = metadata.get("continue") or None
+            if token is None:
+                break
+        if not version:
+            raise ValueError("node list without a resourceVersion")
+        self.lists += 1
+        log.info("listed %d node(s) matching %r at version %s", len(nodes), self._selector, version)
+        self._emit(Listed(nodes))
+        return version
+
+    def _follow(self, version: str) -> tuple[str, bool]:
+        """Watch from ``version`` until the stream ends; return the last version seen.
+
+        The second value says whether the watch made progress (delivered an
+        event or lasted a while), so a server that ends every watch at once is
+        backed off instead of hammered.
+        """
+        w = k8s_watch.Watch()
+        self._watch = w
+        started = time.monotonic()
+        events = 0
+        try:
+            if self._stopping.is_set():
+                return version, True
+            for event in w.stream(
+                self._core.list_node,
+                label_selector=self._selector or None,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self._watch_timeout,
+                _request_timeout=(self._request_timeout, self._watch_timeout + 30),
+            ):
+                events += 1
+                version = self._handle(event) or version
+                if self._stopping.is_set():
+                    break
+        finally:
+            self._watch = None
+        return version, events > 0 or time.monotonic() - started >= 1.0
+
+    def _handle(self, event: Any) -> str | None:
+        # The client also builds V1Node models; only the raw JSON is used, and
+        # validated here. (Its deserialize=False mode cannot report ERROR events,
+        # so a 410 inside the stream would not surface as an ApiException.)
+        kind = event.get("type") if isinstance(event, dict) else None
+        obj = event.get("raw_object") if isinstance(event, dict) else None
+        if not isinstance(obj, dict):
+            raise ValueError(f"malformed watch event: {event!r:.200}")
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED"):
+            node = parse_node(obj)
+            if node is not None:
+                self._emit(Changed(node))
+        elif kind == "DELETED":
+            name = (obj.get("metadata") or {}).get("name")
+            if isinstance(name, str):
+                self._emit(Removed(name))
+        elif kind != "BOOKMARK":
+            log.warning("ignoring a watch event of type %r", kind)
+        return version if isinstance(version, str) and version else None
+
+
+# ------------------------------------------------------------------ delivery
+
+
+class ReportDelivery:
+    """Sends the tracker's reports to the nodes' incidents.
+
+    Problems and updates go through the :class:`IncidentStarter`
+    (signal-with-start, so they open an incident when none is running).
+    Recoveries are signalled to a running incident only: with none running
+    there is nothing to recover, and starting one just to tell it so would
+    leave an empty incident behind.
+
+    Args:
+        starter: The shared starter (cluster, policy, task queue).
+        client: The Temporal client the starter uses.
+    """
+
+    def __init__(self, starter: IncidentStarter, client: Client) -> None:
+        self._starter = starter
+        self._client = client
+
+    async def deliver(self, report: ConditionReport) -> None:
+        """Deliver one report.
+
+        Raises:
+            TemporalUnavailableError: Temporal could not take it now (retry later).
+            ValueError: The report is invalid (a bug upstream; not retried).
+            temporalio.service.RPCError: Temporal refused it for another reason.
+        """
+        if report.kind != "clear":
+            await self._starter.report(report.node, [report.evidence], report_id=report.report_id)
+            return
+        payload = EvidenceReport(
+            node=report.node, evidence=[report.evidence], report_id=report.report_id
+        )
+        handle = self._client.get_workflow_handle(self._starter.workflow_id(report.node))
+        try:
+            await handle.signal(Signals.EVIDENCE, payload)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                log.info(
+                    "%s: %s cleared; no incident is running", report.node, report.evidence.type
+                )
+                return
+            if err.status in _UNAVAILABLE:
+                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+            raise
+
+
+# ------------------------------------------------------------------ the watcher
+
+
+class NodeConditionWatcher:
+    """Watches the selected Nodes' conditions and reports problems to their incidents.
+
+    Args:
+        api_client: ``kubernetes.client.ApiClient`` of the cluster (see
+            ``worker.kube_api_client``).
+        starter: Starts or feeds incidents; its policy's ``triggers`` section
+            says which conditions count and for how long.
+        client: The Temporal client (recoveries are plain signals).
+        selector: Label selector of the watched nodes; the policy's
+            ``triggers.node_selector`` when None.
+        tick_interval: Seconds between clock ticks (grace periods fire on ticks).
+        watch_timeout: Seconds each watch request lasts before it is resumed.
+        backoff_initial: First delay after an API or Temporal failure, seconds.
+        backoff_max: Cap of the exponential backoffs, seconds.
+        clock: Returns "now" (UTC).
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        starter: IncidentStarter,
+        client: Client,
+        *,
+        selector: str | None = None,
+        tick_interval: float = 1.0,
+        watch_timeout: int = 300,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        triggers = starter.policy.triggers
+        self.selector = triggers.node_selector if selector is None else selector
+        self.tracker = ConditionTracker(triggers)
+        self._delivery = ReportDelivery(starter, client)
+        self._tick = tick_interval
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._clock = clock
+        self._outbox: deque[ConditionReport] = deque()
+        self._retry_at = 0.0
+        self._delivery_failures = 0
+        self._queue: asyncio.Queue[NodeEvent] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.source = NodeSource(
+            k8s.CoreV1Api(api_client),
+            self.selector,
+            self._emit,
+            watch_timeout=watch_timeout,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
+        )
+        self.delivered: list[ConditionReport] = []
+        """Reports delivered so far, most recent last (bounded; for status and tests)."""
+
+    @property
+    def pending(self) -> int:
+        """Reports waiting for Temporal."""
+        return len(self._outbox)
+
+    def _emit(self, event: NodeEvent) -> None:
+        # Called from the source's thread.
+        loop, queue = self._loop, self._queue
+        if loop is None or queue is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: we are shutting down
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Watch and report until ``stop`` is set, then stop the watch thread.
+
+        Reports still waiting for Temporal when it stops are logged, not sent:
+        a restarted watcher re-derives them from the nodes (same report ids).
+        """
+        self._loop = asyncio.get_running_loop()
+        self._queue = asyncio.Queue()
+        thread = threading.Thread(target=self.source.run, name="node-condition-watch", daemon=True)
+        thread.start()
+        log.info("watching nodes matching %r", self.selector)
+        stopped = asyncio.create_task(stop.wait())
+        getter: asyncio.Task[NodeEvent] | None = None
+        try:
+            while not stop.is_set():
+                if getter is None:
+                    getter = asyncio.create_task(self._queue.get())
+                await asyncio.wait(
+                    {getter, stopped}, timeout=self._tick, return_when=asyncio.FIRST_COMPLETED
+                )
+                if stop.is_set():
+                    break
+                reports: list[ConditionReport] = []
+                if getter.done():
+                    reports += self._apply(getter.result())
+                    getter = None
+                    while not self._queue.empty():
+                        reports += self._apply(self._queue.get_nowait())
+                reports += self.tracker.tick(self._clock())
+                for report in reports:
+                    log.info(
+                        "%s: %s %s=%s (%s) [%s]",
+                        report.node,
+                        report.kind,
+                        report.evidence.type,
+                        report.evidence.status,
+                        report.evidence.reason,
+                        report.report_id,
+                    )
+                self._outbox.extend(reports)
+                await self._flush()
+        finally:
+            for task in (getter, stopped):
+                if task is not None:
+                    task.cancel()
+            await self._stop_source(thread)
+            if self._outbox:
+                log.warning("stopping with %d undelivered report(s)", len(self._outbox))
+            self._loop = None
+            self._queue = None
+
+    async def _stop_source(self, thread: threading.Thread) -> None:
+        # stop() is repeated: a watch that was just being opened when it was first
+        # called could miss it (Watch.stream resets its stop flag when it starts).
+        deadline = time.monotonic() + 5.0
+        while thread.is_alive() and time.monotonic() < deadline:
+            self.source.stop()
+            await asyncio.to_thread(thread.join, 0.1)
+        if thread.is_alive():
+            log.warning("the node watch thread did not stop within 5s (it is a daemon)")
+
+    def _apply(self, event: NodeEvent) -> list[ConditionReport]:
+        now = self._clock()
+        if isinstance(event, Listed):
+            return self.tracker.resync({n.name: n.conditions for n in event.nodes}, now)
+        if isinstance(event, Changed):
+            return self.tracker.observe(event.node.name, event.node.conditions, now)
+        self.tracker.forget(event.name)
+        return []
+
+    async def _flush(self) -> None:
+        """Deliver the outbox in order; on unavailability keep the rest for later."""
+        if not self._outbox or time.monotonic() < self._retry_at:
+            return
+        while self._outbox:
+            report = self._outbox[0]
+            try:
+                await self._delivery.deliver(report)
+            except TemporalUnavailableError as err:
+                self._delivery_failures += 1
+                delay = min(
+                    self._backoff_initial * 2 ** (self._delivery_failures - 1), self._backoff_max
+                )
+                self._retry_at = time.monotonic() + delay
+                log.warning(
+                    "%s; %d report(s) wait, retrying in %.1fs", err, len(self._outbox), delay
+                )
+                return
+            except (RPCError, ValueError) as err:
+                # Refused for good (permissions, a bad name): retrying cannot help, and
+                # holding the outbox would starve every other node.
+                log.error(
+                    "%s: report %s refused and dropped: %s", report.node, report.report_id, err
+                )
+            else:
+                self.delivered.append(report)
+                del self.delivered[:-1000]
+            self._outbox.popleft()
+            self._delivery_failures = 0
