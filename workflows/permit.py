@@ -48,6 +48,9 @@ ENSURE_SEMAPHORE_RETRY = RetryPolicy(
 
 WAIT_SUMMARY = "waiting for a replacement permit"
 
+DIRECT_RELEASE_PATCH = "permit-direct-release"
+"""Holders release to the semaphore themselves (before: only through the guard)."""
+
 
 class ReplacementPermit:
     """One holder's permit: acquire, observe and release it from workflow code."""
@@ -193,20 +196,41 @@ class ReplacementPermit:
         if request_id is None:
             return
         self._request_id, self._grant, self._guard = None, None, None
-        if guard is not None:
-            # The guard signals the release when cancelled: one release signal
-            # instead of two. Waiting for it leaves no child behind.
-            guard.cancel()
-            try:
-                await guard
-            except ChildWorkflowError as err:
-                # Only if someone terminated the guard: release directly.
-                workflow.logger.warning("Permit guard of %s ended badly: %s", request_id, err)
-            else:
-                return
-        await workflow.get_external_workflow_handle(self._semaphore_workflow_id).signal(
-            Signals.RELEASE_PERMIT, PermitRelease(request_id=request_id, reason=reason)
-        )
+        if guard is not None and not workflow.patched(DIRECT_RELEASE_PATCH):
+            # Histories from before the patch: the guard alone released.
+            await self._stop_guard(guard, request_id)
+            return
+        release = PermitRelease(request_id=request_id, reason=reason)
+        if guard is None:
+            await self._signal_release(release)
+            return
+        # The release goes straight to the semaphore, so the next waiter is
+        # granted one hop sooner than through the guard; the guard, cancelled at
+        # the same time, releases again (idempotent) and ends.
+        await asyncio.gather(self._signal_release(release), self._stop_guard(guard, request_id))
+
+    async def _signal_release(self, release: PermitRelease) -> None:
+        semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)
+        try:
+            await semaphore.signal(Signals.RELEASE_PERMIT, release)
+        except FailureError as err:
+            if isinstance(err, TemporalCancelledError):
+                raise
+            # No semaphore running: no permit to give back (a new one starts empty).
+            workflow.logger.warning("Could not release %s: %s", release.request_id, err)
+
+    async def _stop_guard(
+        self, guard: ChildWorkflowHandle[PermitGuardWorkflow, str], request_id: str
+    ) -> None:
+        guard.cancel()
+        try:
+            await guard
+        except ChildWorkflowError as err:
+            # Only if someone terminated the guard: release directly.
+            workflow.logger.warning("Permit guard of %s ended badly: %s", request_id, err)
+            await self._signal_release(
+                PermitRelease(request_id=request_id, reason="guard ended badly")
+            )
 
     async def _ensure_semaphore(self, capacity: int) -> None:
         await workflow.execute_activity(
