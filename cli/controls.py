@@ -208,6 +208,9 @@ def resume(
 
 def awaiting_approval(state: NodeRemediationState) -> Rung | None:
     """The rung the incident waits to have approved, if any."""
+    if state.awaiting_approval is not None:
+        return state.awaiting_approval
+    # Incidents started before the state carried the field say it in waiting_for.
     waiting = state.waiting_for or ""
     if not waiting.startswith(APPROVAL_PREFIX):
         return None

@@ -63,6 +63,9 @@ class NodeRemediationState(Model):
     rung: Rung | None
     stage: str
     waiting_for: str | None
+    awaiting_approval: Rung | None = Field(
+        default=None, description="The rung waiting for an operator's approve, if any."
+    )
     paused: bool
     dry_run: bool
     evidence: list[Evidence]

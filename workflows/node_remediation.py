@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         RetryStepInput,
         SkipToInput,
     )
-    from workflows import ladder
+    from workflows import ladder, metrics
     from workflows.incident import IncidentRecord
     from workflows.node_actions import NodeActions
     from workflows.permit import ReplacementPermit
@@ -127,6 +127,7 @@ class NodeRemediationWorkflow:
             rung=self._rung,
             stage=self._stage,
             waiting_for=self._waiting_for,
+            awaiting_approval=self._awaiting_approval,
             paused=self._paused,
             dry_run=self._dry_run,
             evidence=list(self._record.evidence),
@@ -326,6 +327,11 @@ class NodeRemediationWorkflow:
         assert start is not None
         rung = self._rung_after_relapse(start)
         self._record.decide("ladder", f"start at {rung}", reason, rung)
+        # A pause during grace holds before the first touch of the node, too.
+        await self._wait_while_paused()
+        if self._abort is not None:
+            await self._cleanup(Outcome.ABORTED)
+            return
         if not await self._quarantine_node():
             rung = Rung.ESCALATE
         while self._outcome is None:
@@ -338,7 +344,8 @@ class NodeRemediationWorkflow:
                     return
                 rung = follow_up
             elif not await self._recovered_mid_ladder():
-                rung = await self._run_rung(rung)
+                ran, rung = rung, await self._run_rung(rung)
+                metrics.attempt_finished(self._record.attempts, ran, self._outcome, self._abort)
 
     async def _next_step(self, rung: Rung) -> Rung:
         """Apply pause, abort, operator skips, policy limits, approval and the breaker."""
@@ -407,7 +414,9 @@ class NodeRemediationWorkflow:
             return False
         pool = await self._actions.pool_health(self._pool)
         breaker = self._policy.breaker
-        if not breaker.is_open(self._pool, pool.unhealthy, pool.total):
+        is_open = breaker.is_open(self._pool, pool.unhealthy, pool.total)
+        metrics.breaker_checked(self._pool, is_open, pool.unhealthy, pool.total, rung)
+        if not is_open:
             return False
         self._record.decide(
             "breaker",
@@ -548,20 +557,36 @@ class NodeRemediationWorkflow:
     async def _take_permit(self, attempt: int) -> bool:
         """Wait for a replacement permit, then re-check the breaker under it."""
         replacement = self._policy.replacement
-        self._waiting_for = "a replacement permit"
-        self._update_details()
-        try:
-            # An abort must not wait for the line to move (up to hours).
-            granted = await self._permit.acquire(
-                request_id=f"{workflow.info().run_id}/{attempt}",
-                lease=replacement.lease,
-                timeout=replacement.permit_wait_timeout,
-                capacity=replacement.max_concurrent,
-                interrupted=lambda: self._abort is not None,
-            )
-        finally:
-            self._waiting_for = None
-        if self._abort is not None and not granted:
+        granted, pauses = False, 0
+        while True:
+            await self._wait_while_paused()
+            if self._abort is not None:
+                break
+            # A paused incident gives up its place (and any permit) rather than
+            # replace a node the operator is looking at; it queues again on resume.
+            request_id = f"{workflow.info().run_id}/{attempt}" + (f"/{pauses}" if pauses else "")
+            self._waiting_for = "a replacement permit"
+            self._update_details()
+            try:
+                # An abort must not wait for the line to move (up to hours).
+                granted = await self._permit.acquire(
+                    request_id=request_id,
+                    lease=replacement.lease,
+                    timeout=replacement.permit_wait_timeout,
+                    capacity=replacement.max_concurrent,
+                    interrupted=lambda: self._abort is not None or self._paused,
+                )
+            finally:
+                self._waiting_for = None
+            if not self._paused:
+                break
+            if granted:
+                await self._permit.release("paused by an operator")
+                granted = False
+            pauses += 1
+        if self._abort is not None:
+            if granted:
+                await self._permit.release("aborted by an operator")
             self._record.end(attempt, "aborted while waiting for a permit")
             return False
         if not granted:
@@ -630,6 +655,7 @@ class NodeRemediationWorkflow:
             )
             self._escalation_reference = escalation.reference
             self._record.decide("escalate", f"handed over ({escalation.reference})", reason)
+            metrics.escalated(self._fault_value, self._pool)
         hold = self._policy.operator.escalation_hold
         self._waiting_for = "an operator: retry, skip or abort"
         self._update_details()
@@ -688,12 +714,14 @@ class NodeRemediationWorkflow:
         self._record.decide("release", outcome.value, reason, self._rung)
         if await self._release(uncordon=True):
             self._outcome = outcome
+            metrics.back_in_service(self._fault_value, outcome, self._started_at)
         else:
             self._skip_to = Rung.ESCALATE
 
     def _close_replaced(self) -> None:
         self._quarantine = None  # the node is gone: nothing to release
         self._outcome = Outcome.REPLACED
+        metrics.back_in_service(self._fault_value, Outcome.REPLACED, self._started_at)
         self._record.decide("replace", "replaced", f"new node {self._replaced_by or 'unknown'}")
 
     async def _cleanup(self, outcome: Outcome) -> None:
@@ -728,6 +756,7 @@ class NodeRemediationWorkflow:
     def _finish(self) -> NodeRemediationResult:
         assert self._outcome is not None
         self._set_stage("closed")
+        metrics.incident_closed(self._fault_value, self._outcome, self._pool, self._started_at)
         workflow.upsert_search_attributes([SA_OUTCOME.value_set(self._outcome.value)])
         now = workflow.now()
         return NodeRemediationResult(

@@ -2,12 +2,15 @@
 
 Run ``.venv/bin/python -m tests.workflows.make_node_histories`` after an
 intended change to the node workflow's commands (and only then): the replay
-test fails on any unintended one, which would break incidents in flight.
+test fails on any unintended one, which would break incidents in flight. A
+patched change (``workflow.patched``) keeps the old files and records the new
+path beside them: ``make_node_histories climbs_to_replacement --suffix _v2``.
 Each scenario takes a different path through the ladder.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import uuid
@@ -114,7 +117,15 @@ SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
 }
 
 
-async def main() -> None:
+async def main(only: list[str], suffix: str) -> None:
+    """Record the scenarios named in ``only`` (all if empty) as ``node_<name><suffix>.json``.
+
+    A suffix keeps the older recordings: after a patched change (``workflow.patched``)
+    both the old and the new command sequences must keep replaying.
+    """
+    unknown = sorted(set(only) - set(SCENARIOS))
+    if unknown:
+        raise SystemExit(f"unknown scenarios {unknown}; known: {sorted(SCENARIOS)}")
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=str(time_skipping_server_path()),
@@ -122,17 +133,24 @@ async def main() -> None:
     await register_search_attributes(env.client)
     try:
         for name, scenario in SCENARIOS.items():
+            if only and name not in only:
+                continue
             async with cluster(env, f"history-{uuid.uuid4()}", FakeFleet()) as c:
                 handle = await scenario(c)
                 await handle.result()
                 history = await handle.fetch_history()
             # The workflow id is part of what replay checks (child ids derive from it).
             record = {"workflow_id": handle.id, "history": json.loads(history.to_json())}
-            (HISTORIES / f"node_{name}.json").write_text(json.dumps(record, indent=1))
-            print(f"recorded node_{name}.json ({len(history.events)} events)")
+            path = HISTORIES / f"node_{name}{suffix}.json"
+            path.write_text(json.dumps(record, indent=1))
+            print(f"recorded {path.name} ({len(history.events)} events)")
     finally:
         await env.shutdown()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description="Record node workflow histories for replay.")
+    parser.add_argument("scenarios", nargs="*", help=f"any of {sorted(SCENARIOS)}")
+    parser.add_argument("--suffix", default="", help="e.g. _direct_release: keep older files")
+    args = parser.parse_args()
+    asyncio.run(main(args.scenarios, args.suffix))

@@ -25,9 +25,10 @@ async def test_replacement_needing_approval_waits_then_continues_on_approve(
     fleet = FakeFleet(diagnostics=[failing_diag(80)])
     async with cluster(time_skipping_env, task_queue, fleet) as c:
         handle = await c.report("gpu-20", xid(79), pol=pol)
-        await assert_eventually(
+        state = await assert_eventually(
             lambda: c.state(handle), lambda s: s.waiting_for == "approval of replace"
         )
+        assert state.awaiting_approval == Rung.REPLACE
         assert fleet.called(A.DELETE_NODE_CLAIM) == 0
         assert "reboot is not waiting" in await refusal(
             handle, Updates.APPROVE, ApproveInput(rung=Rung.REBOOT)
