@@ -27,10 +27,9 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
 
+# The whole system on a simulated fleet; `make demo DEMO_ARGS="--keep-running"` to pass flags.
 demo: $(STAMP)
-	@echo "make demo arrives with the fleet simulator (issue: Fleet simulator and the one-command demo)." >&2
-	@echo "Until then: see README.md for running a worker against a local Temporal dev server." >&2
-	@exit 2
+	$(BIN)/remediate demo $(DEMO_ARGS)
 
 worker: $(STAMP)
 	$(BIN)/python worker.py

@@ -38,9 +38,13 @@ from activities.host_commands import HostCommandExecutor
 from activities.kube_jobs import JobExecutor
 from activities.kubernetes import KubernetesActivities
 from activities.temporal import TemporalActivities
+from gpu_remediation.health import HealthServer
 from gpu_remediation.ids import TASK_QUEUE
+from gpu_remediation.logging_setup import ActivityLogContextInterceptor, configure_logging
 from gpu_remediation.settings import Settings
+from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
+from workflows.metrics import HISTOGRAM_BUCKETS
 from workflows.node_remediation import NodeRemediationWorkflow
 from workflows.permit_guard import PermitGuardWorkflow
 from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
@@ -80,6 +84,8 @@ def build_worker(
         workflows=list(WORKFLOWS),
         activities=[*TemporalActivities(client).all(), *activities],
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        # Every activity's log lines name its node, workflow and rung.
+        interceptors=[ActivityLogContextInterceptor(), *options.pop("interceptors", [])],
         **options,
     )
 
@@ -137,8 +143,10 @@ def kube_api_client(settings: Settings) -> k8s.ApiClient:
 
 async def main() -> None:
     """Connect, run until a signal arrives, then drain and exit."""
-    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
     settings = Settings.from_env()
+    configure_logging(settings.log_format, os.environ.get("LOG_LEVEL", "INFO"))
+    # Before connecting: the runtime the client is made with exports the metrics.
+    install_service_runtime(settings.metrics_bind, histogram_buckets=HISTOGRAM_BUCKETS)
     client = await connect()
     task_queue = os.environ.get("GPU_REMEDIATION_TASK_QUEUE", TASK_QUEUE)
     worker = build_worker(client, production_activities(settings), task_queue)
@@ -146,10 +154,26 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with worker:
-        log.info("worker polling task queue %s", task_queue)
-        await stop.wait()
-        log.info("shutting down (up to %s for running activities)", GRACEFUL_SHUTDOWN)
+    health = None
+    if settings.health_bind:
+        health = HealthServer(settings.health_bind, ready=lambda: temporal_ready(client))
+        await health.start()
+    try:
+        async with worker:
+            log.info("worker polling task queue %s", task_queue)
+            await stop.wait()
+            log.info("shutting down (up to %s for running activities)", GRACEFUL_SHUTDOWN)
+    finally:
+        if health is not None:
+            await health.stop()
+
+
+async def temporal_ready(client: Client) -> tuple[bool, str]:
+    """Readiness: the Temporal frontend answers its health check."""
+    serving = await client.service_client.check_health(timeout=timedelta(seconds=2))
+    return serving, f"Temporal at {client.service_client.config.target_host} " + (
+        "serving" if serving else "not serving"
+    )
 
 
 if __name__ == "__main__":

@@ -96,10 +96,20 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
+# One task-queue partition: with one worker per queue, the default four only
+# add poll round trips (a task can wait on a partition nobody polls right now).
+ONE_PARTITION = {
+    "matching.numTaskqueueReadPartitions": 1,
+    "matching.numTaskqueueWritePartitions": 1,
+}
+
+
 @contextlib.asynccontextmanager
 async def dev_server(label: str) -> AsyncIterator[DevServer]:
     """Start a headless dev server on a free port with a WAL SQLite file; kill it on exit."""
-    async with demo_server.dev_server(label=f"bench-{label}", ui=False) as server:
+    async with demo_server.dev_server(
+        label=f"bench-{label}", ui=False, dynamic_config=ONE_PARTITION
+    ) as server:
         yield server
 
 

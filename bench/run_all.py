@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench import agent, alert_storm, ladder, memory, semaphore, simulator
+from bench import demo as demo_bench
 from bench.common import RESULTS_DIR, machine_notes
 
 BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
@@ -28,6 +29,7 @@ BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
     "simulator": lambda quick: simulator.run(quick=quick),
     "alert_storm": lambda quick: alert_storm.run(quick=quick),
     "agent": lambda quick: agent.run(quick=quick),
+    "demo": lambda quick: demo_bench.run(quick=quick),
 }
 
 
@@ -86,6 +88,8 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
         rows += alert_storm.summary_rows(results["alert_storm"])
     if "agent" in results:
         rows += agent.summary_rows(results["agent"])
+    if "demo" in results:
+        rows += demo_bench.summary_rows(results["demo"])
     return rows
 
 

@@ -10,6 +10,7 @@ import typer
 
 from cli.budget import budget_app
 from cli.controls import controls_app
+from cli.demo import demo_app
 from cli.incidents import incidents_app
 from cli.policy import policy_app
 from cli.receiver import receiver
@@ -31,6 +32,7 @@ app.add_typer(controls_app)  # pause, resume, approve, skip, retry, abort
 app.add_typer(budget_app)  # budget
 app.add_typer(worker_app)  # worker
 app.add_typer(sim_app)  # sim
+app.add_typer(demo_app)  # demo
 
 if __name__ == "__main__":
     app()

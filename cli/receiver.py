@@ -21,7 +21,9 @@ import uvicorn
 from temporalio.envconfig import ClientConfigProfile
 
 from gpu_remediation.ids import TASK_QUEUE, node_workflow_id
+from gpu_remediation.logging_setup import LOG_FORMATS, configure_logging
 from gpu_remediation.policy_loader import PolicyError, load_policy
+from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
 from triggers import receiver as rx
 from triggers.starter import IncidentStarter
@@ -106,6 +108,13 @@ def receiver(
     ] = rx.DEFAULT_DEDUP_SIZE,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = True,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            envvar="GPU_REMEDIATION_LOG_FORMAT",
+            help="text, or json: one object per line with node and workflow_id.",
+        ),
+    ] = "text",
 ) -> None:
     """Serve the Alertmanager webhook receiver (POST /v1/alerts, /healthz, /readyz, /docs).
 
@@ -124,7 +133,15 @@ def receiver(
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise _fail(f"unknown log level {log_level!r}")
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_format not in LOG_FORMATS:
+        raise _fail(f"unknown log format {log_format!r} (text or json)")
+    json_logs = log_format == "json"
+    if json_logs:
+        configure_logging("json", level)
+        # The SDK core's own lines join Python logging, so every line is JSON.
+        install_service_runtime()
+    else:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def serve() -> None:
         try:
@@ -158,6 +175,8 @@ def receiver(
             log_level=log_level.lower(),
             access_log=access_log,
             workers=1,
+            # JSON mode: uvicorn's loggers propagate to the root's JSON handler.
+            log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
         )
         await uvicorn.Server(config).serve()
 

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import os
 import signal
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,11 +15,15 @@ import typer
 from kubernetes.config import ConfigException
 from temporalio.envconfig import ClientConfigProfile
 
+from gpu_remediation.health import HealthServer
 from gpu_remediation.ids import TASK_QUEUE, node_workflow_id
+from gpu_remediation.logging_setup import LOG_FORMATS, configure_logging
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy
 from gpu_remediation.settings import Settings
+from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
+from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter
 from triggers.watcher import NodeConditionWatcher
 
@@ -97,6 +102,23 @@ def watch(
         float,
         typer.Option("--tick", min=0.05, max=60.0, help="Seconds between grace-period checks."),
     ] = 1.0,
+    health_bind: Annotated[
+        str | None,
+        typer.Option(
+            "--health-bind",
+            help="host:port of /healthz, /readyz and /metrics (default: "
+            "GPU_REMEDIATION_HEALTH_BIND, else none).",
+            show_default=False,
+        ),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="text or json (default: GPU_REMEDIATION_LOG_FORMAT, else text).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Watch GPU nodes' conditions and report problems to their incidents.
 
@@ -107,10 +129,8 @@ def watch(
     cluster name, settings, no Kubernetes configuration) and 1 when Temporal
     cannot be reached at start.
     """
-    logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    if log_format is not None and log_format not in LOG_FORMATS:
+        raise _fail(f"unknown log format {log_format!r} (text or json)")
     try:
         pol = load_policy(policy)
     except PolicyError as err:
@@ -124,8 +144,17 @@ def watch(
         "cluster": cluster,
         "kube_api_url": kube_api_url or settings.kube_api_url,
         "kube_context": kube_context or settings.kube_context,
+        "health_bind": health_bind or settings.health_bind,
+        "log_format": log_format or settings.log_format,
     }
-    settings = settings.model_copy(update=overrides)
+    try:
+        settings = Settings.model_validate({**settings.model_dump(), **overrides})
+    except ValueError as err:
+        raise _fail(f"invalid settings: {err}") from err
+    configure_logging(settings.log_format, os.environ.get("LOG_LEVEL", "INFO"))
+    if settings.log_format == "json":
+        # The SDK core's own lines join Python logging, so every line is JSON.
+        install_service_runtime()
     # Imported here: the worker module pulls in every activity and the AWS SDK.
     from worker import kube_api_client
 
@@ -144,6 +173,7 @@ def watch(
                 tick=tick,
                 address=address,
                 namespace=namespace,
+                health_bind=settings.health_bind,
             )
         )
 
@@ -158,6 +188,7 @@ async def _run(
     tick: float,
     address: str | None,
     namespace: str | None,
+    health_bind: str | None = None,
 ) -> None:
     profile = ClientConfigProfile.load()
     profile = dataclasses.replace(
@@ -175,6 +206,24 @@ async def _run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = NodeConditionWatcher(api, starter, client, selector=selector, tick_interval=tick)
-    await watcher.run(stop)
+    metrics = WatcherMetrics()
+    watcher = NodeConditionWatcher(
+        api, starter, client, selector=selector, tick_interval=tick, metrics=metrics
+    )
+    health = None
+    if health_bind:
+
+        async def ready() -> tuple[bool, str]:
+            if watcher.source.lists == 0:
+                return False, "the nodes have not been listed yet"
+            serving = await client.service_client.check_health(timeout=timedelta(seconds=2))
+            return serving, "Temporal serving" if serving else "Temporal not serving"
+
+        health = HealthServer(health_bind, ready=ready, metrics=metrics.exposition)
+        await health.start()
+    try:
+        await watcher.run(stop)
+    finally:
+        if health is not None:
+            await health.stop()
     log.info("watcher stopped")

@@ -35,12 +35,44 @@ def worker(
     ] = None,
     address: AddressOption = None,
     namespace: NamespaceOption = None,
+    metrics_bind: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-bind",
+            help="host:port of the Prometheus /metrics endpoint (SDK and workflow metrics; "
+            "default: GPU_REMEDIATION_METRICS_BIND, else none).",
+            show_default=False,
+        ),
+    ] = None,
+    health_bind: Annotated[
+        str | None,
+        typer.Option(
+            "--health-bind",
+            help="host:port of /healthz and /readyz (default: GPU_REMEDIATION_HEALTH_BIND, "
+            "else none).",
+            show_default=False,
+        ),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="text or json (default: GPU_REMEDIATION_LOG_FORMAT, else text).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the remediation worker until SIGINT/SIGTERM (then drain gracefully).
 
     Kubernetes, AWS and host-command settings come from GPU_REMEDIATION_*
     variables (see README); a bad value stops the worker at start.
     """
+    observability = {
+        "GPU_REMEDIATION_METRICS_BIND": metrics_bind,
+        "GPU_REMEDIATION_HEALTH_BIND": health_bind,
+        "GPU_REMEDIATION_LOG_FORMAT": log_format,
+    }
+    os.environ.update({name: value for name, value in observability.items() if value})
     try:
         Settings.from_env()
     except ValueError as err:

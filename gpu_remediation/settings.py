@@ -18,6 +18,8 @@ from gpu_remediation.contracts import QUARANTINE_TAINT_KEY
 from gpu_remediation.models import Model
 
 PREFIX = "GPU_REMEDIATION_"
+# host:port, [v6]:port or :port (every address).
+BIND_PATTERN = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):[0-9]{1,5}$"
 
 
 class Settings(Model):
@@ -42,6 +44,18 @@ class Settings(Model):
     gpu_resource: str = "nvidia.com/gpu"
     eviction_retry: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
     poll_interval: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
+    # Observability (the service commands: worker, watcher; the receiver has its own flags).
+    metrics_bind: str | None = Field(
+        default=None,
+        pattern=BIND_PATTERN,
+        description="host:port of the worker's Prometheus /metrics (SDK and workflow metrics).",
+    )
+    health_bind: str | None = Field(
+        default=None,
+        pattern=BIND_PATTERN,
+        description="host:port of /healthz and /readyz (worker), plus /metrics (watcher).",
+    )
+    log_format: Literal["text", "json"] = "text"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -16,7 +16,8 @@ starts nothing when no incident is open. Answers:
   refuses for another reason.
 
 ``GET /healthz`` (liveness), ``GET /readyz`` (Temporal reachable),
-``/openapi.json`` and ``/docs`` need no token.
+``GET /metrics`` (Prometheus: requests by route and status, latencies, alerts
+by outcome), ``/openapi.json`` and ``/docs`` need no token.
 """
 
 from __future__ import annotations
@@ -46,11 +47,13 @@ from typing_extensions import TypedDict
 from gpu_remediation.ids import Signals
 from gpu_remediation.models import EvidenceReport
 from triggers.alerts import MappedAlert, WebhookPayload, map_alerts, payload_problems
+from triggers.metrics import ReceiverMetrics, RequestMetricsMiddleware
 from triggers.starter import IncidentStarter, TemporalUnavailableError
 
 ALERTS_PATH = "/v1/alerts"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
+METRICS_PATH = "/metrics"
 
 MIN_TOKEN_LENGTH = 16
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -382,6 +385,7 @@ def create_app(
     dedup_size: int = DEFAULT_DEDUP_SIZE,
     dedup_ttl: float = DEFAULT_DEDUP_TTL,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    metrics: ReceiverMetrics | None = None,
 ) -> FastAPI:
     """Build the receiver's ASGI app (serve it with uvicorn, one worker).
 
@@ -398,6 +402,8 @@ def create_app(
             Temporal call (0: every alert is sent; the workflow still dedups).
         dedup_ttl: Seconds a delivery is remembered.
         max_body_bytes: Larger bodies are refused with 413.
+        metrics: Where requests and alerts are counted (served on ``/metrics``);
+            a fresh registry by default.
 
     Raises:
         ValueError: If the token is too short or a limit is not positive.
@@ -426,6 +432,13 @@ def create_app(
         title="gpu-remediation Alertmanager receiver",
         description=__doc__ or "",
         version="1",
+    )
+    counted = metrics or ReceiverMetrics()
+    app.state.metrics = counted
+    app.add_middleware(
+        RequestMetricsMiddleware,
+        metrics=counted,
+        routes=(ALERTS_PATH, HEALTH_PATH, READY_PATH, METRICS_PATH),
     )
 
     @app.post(
@@ -482,8 +495,23 @@ def create_app(
             return _problem(502, f"Temporal refused a report: {err.message}")
         summary = _summary(payload, results)
         for r in results:
+            counted.alerts.labels(r["outcome"]).inc()
             if r["outcome"] in ("unmapped", "unknown_node"):
-                log.warning("alert %s (index %d): %s", r["fingerprint"], r["index"], r["detail"])
+                log.warning(
+                    "alert %s (index %d): %s",
+                    r["fingerprint"],
+                    r["index"],
+                    r["detail"],
+                    extra={"node": r["node"], "workflow_id": r["workflow_id"]},
+                )
+            elif log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "alert %s (%s): %s",
+                    r["fingerprint"],
+                    r["status"],
+                    r["outcome"],
+                    extra={"node": r["node"], "workflow_id": r["workflow_id"]},
+                )
         log.info(
             "receiver %s: %d alerts, %d delivered, %d duplicates, %d without incident, "
             "%d unmapped, %d unknown nodes",
@@ -497,6 +525,10 @@ def create_app(
         )
         # Serialised here: FastAPI would validate the thousands of results again.
         return Response(json.dumps(summary), media_type="application/json")
+
+    @app.get(METRICS_PATH, summary="Prometheus metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        return Response(counted.exposition(), media_type="text/plain; version=0.0.4")
 
     @app.get(HEALTH_PATH, summary="Liveness: the process serves requests")
     async def healthz() -> dict[str, str]:

@@ -45,6 +45,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from gpu_remediation.ids import Signals
 from gpu_remediation.models import EvidenceReport, Model, NodeName
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
+from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter, TemporalUnavailableError
 
 log = logging.getLogger("gpu_remediation.watcher")
@@ -368,6 +369,7 @@ class NodeConditionWatcher:
         backoff_initial: First delay after an API or Temporal failure, seconds.
         backoff_max: Cap of the exponential backoffs, seconds.
         clock: Returns "now" (UTC).
+        metrics: Where to count reports and lists (the watch command serves them).
     """
 
     def __init__(
@@ -382,6 +384,7 @@ class NodeConditionWatcher:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: WatcherMetrics | None = None,
     ) -> None:
         triggers = starter.policy.triggers
         self.selector = triggers.node_selector if selector is None else selector
@@ -406,6 +409,11 @@ class NodeConditionWatcher:
         )
         self.delivered: list[ConditionReport] = []
         """Reports delivered so far, most recent last (bounded; for status and tests)."""
+        self._metrics = metrics
+        self._workflow_id = starter.workflow_id
+        if metrics is not None:
+            metrics.outbox.set_function(lambda: len(self._outbox))
+            metrics.lists.set_function(lambda: self.source.lists)
 
     @property
     def pending(self) -> int:
@@ -458,6 +466,7 @@ class NodeConditionWatcher:
                         report.evidence.status,
                         report.evidence.reason,
                         report.report_id,
+                        extra=self._log_extra(report),
                     )
                 self._outbox.extend(reports)
                 await self._flush()
@@ -490,6 +499,14 @@ class NodeConditionWatcher:
         self.tracker.forget(event.name)
         return []
 
+    def _log_extra(self, report: ConditionReport) -> dict[str, str | None]:
+        # JSON log lines name the node and its incident's workflow.
+        try:
+            workflow_id: str | None = self._workflow_id(report.node)
+        except ValueError:
+            workflow_id = None
+        return {"node": report.node, "workflow_id": workflow_id}
+
     async def _flush(self) -> None:
         """Deliver the outbox in order; on unavailability keep the rest for later."""
         if not self._outbox or time.monotonic() < self._retry_at:
@@ -507,15 +524,25 @@ class NodeConditionWatcher:
                 log.warning(
                     "%s; %d report(s) wait, retrying in %.1fs", err, len(self._outbox), delay
                 )
+                if self._metrics is not None:
+                    self._metrics.delivery_failures.inc()
                 return
             except (RPCError, ValueError) as err:
                 # Refused for good (permissions, a bad name): retrying cannot help, and
                 # holding the outbox would starve every other node.
                 log.error(
-                    "%s: report %s refused and dropped: %s", report.node, report.report_id, err
+                    "%s: report %s refused and dropped: %s",
+                    report.node,
+                    report.report_id,
+                    err,
+                    extra=self._log_extra(report),
                 )
+                if self._metrics is not None:
+                    self._metrics.dropped.inc()
             else:
                 self.delivered.append(report)
                 del self.delivered[:-1000]
+                if self._metrics is not None:
+                    self._metrics.reports.labels(report.kind).inc()
             self._outbox.popleft()
             self._delivery_failures = 0

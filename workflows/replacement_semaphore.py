@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SetCapacityInput,
         Waiter,
     )
+    from workflows import metrics
 
 RECENTLY_RELEASED_KEPT = 500
 """Released request ids remembered to drop late repeats of their requests. Bounded
@@ -83,6 +84,9 @@ class ReplacementSemaphoreWorkflow:
             self._reclaim_expired_leases()
             self._grant_waiters()
             self._publish_details()
+            metrics.semaphore_state(
+                workflow.info().workflow_id, self._capacity, len(self._holders), len(self._waiters)
+            )
             if self._should_continue_as_new():
                 # Handlers are synchronous, but update callers and in-flight grant
                 # signals must finish in this run: a new run would not resume them.

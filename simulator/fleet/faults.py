@@ -375,8 +375,8 @@ class ScenarioEvent(_Strict):
     """At simulated time ``at``, inject ``fault`` on a node, a GPU, or several nodes.
 
     Target: ``node`` (a name), else ``count`` nodes or a ``fraction`` of ``pool``
-    (or of the fleet without a pool), chosen at random among nodes still running;
-    one node at random when neither is given.
+    (or of the fleet without a pool), chosen at random among nodes still running,
+    fault-free schedulable ones first; one node at random when neither is given.
     """
 
     at: Duration = Field(ge=timedelta(0))

@@ -109,13 +109,19 @@ class Fleet:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self) -> Fleet:
-        """Start moto and the emulator, build the pools, then start simulated time."""
+    def start(self, *, run_clock: bool = True) -> Fleet:
+        """Start moto and the emulator, build the pools, then start simulated time.
+
+        Args:
+            run_clock: False leaves simulated time at 0 (no faults, jobs or timed
+                work yet) until :meth:`start_clock`, so the demo can bring up the
+                worker and the watcher (which need the fleet's addresses) first.
+        """
         if self._started or self.stopping.is_set():
             raise RuntimeError("a fleet starts once (it is running or was stopped)")
         self._started = True
         try:
-            self._start()
+            self._start(run_clock)
         except BaseException:
             # Whatever started must not outlive a failed start (servers, threads).
             try:
@@ -125,7 +131,7 @@ class Fleet:
             raise
         return self
 
-    def _start(self) -> None:
+    def _start(self, run_clock: bool) -> None:
         self.cloud.start()
         self.cloud.host_simulator = self.host.ssm
         self.cloud.on_reboot = self.reboots.on_reboot
@@ -136,17 +142,24 @@ class Fleet:
             self._seed_pool(pool)
         if self.config.job_executor:
             self._kubelet = JobKubelet(self.store, self.host.job).start()
-        self.clock.start()
-        self.scheduler.start()
-        self.injector.start()
-        if self.workloads is not None:
-            self.workloads.request_placement()
+        if run_clock:
+            self.start_clock()
         log.info(
             "fleet of %d nodes up: kube %s, aws %s",
             len(self.nodes),
             self.kube_url,
             self.aws_endpoint_url,
         )
+
+    def start_clock(self) -> None:
+        """Start simulated time: scheduled faults, the fault mix, jobs, timed work (once)."""
+        if self.clock.started:
+            return
+        self.clock.start()
+        self.scheduler.start()
+        self.injector.start()
+        if self.workloads is not None:
+            self.workloads.request_placement()
 
     def stop(self) -> None:
         """Stop everything the fleet started.

@@ -62,6 +62,27 @@ class FaultInjector:
                 if n.phase is Phase.RUNNING and (pool is None or n.pool == pool)
             )
 
+    def _healthy_first(self, pool: str | None, wanted: int) -> list[str]:
+        """``wanted`` running nodes at random, fault-free and schedulable ones first.
+
+        A scenario's "count nodes of a pool" means that many more sick nodes:
+        landing on a node that already has a fault (or is being repaired)
+        would show one incident where the scenario meant two.
+        """
+        fleet = self._fleet
+        with fleet.lock:
+            running = [
+                n
+                for n in fleet.nodes.values()
+                if n.phase is Phase.RUNNING and (pool is None or n.pool == pool)
+            ]
+            healthy = sorted(n.name for n in running if not n.faults and n.k8s_schedulable)
+            others = sorted(n.name for n in running if n.name not in set(healthy))
+        chosen = self._rng.sample(healthy, min(wanted, len(healthy)))
+        if len(chosen) < wanted:
+            chosen += self._rng.sample(others, min(wanted - len(chosen), len(others)))
+        return chosen
+
     def _random(self, planned: PlannedFault) -> None:
         try:
             candidates = self._running(None)
@@ -94,7 +115,7 @@ class FaultInjector:
                     wanted,
                     len(candidates),
                 )
-            targets = self._rng.sample(candidates, min(wanted, len(candidates)))
+            targets = self._healthy_first(event.pool, wanted)
         for name in targets:
             gpu = event.gpu
             if gpu is None and FAULTS[event.fault].scope == "gpu":

@@ -20,13 +20,16 @@ from simulator.fleet.clock import SimClock
 log = logging.getLogger(__name__)
 
 Callback = Callable[[], None]
+_SOON = -1.0
+"""The simulated time of ``call_soon`` work: before anything scheduled at a time."""
 
 
 class Scheduler:
     """Runs callbacks at simulated times on one background thread.
 
     Args:
-        clock: The simulated clock (started before :meth:`start`).
+        clock: The simulated clock (started before :meth:`start`; work may be
+            scheduled before that).
         name: Thread name.
     """
 
@@ -42,9 +45,10 @@ class Scheduler:
 
     def call_at(self, sim_t: float, fn: Callback) -> None:
         """Run ``fn`` once simulated time reaches ``sim_t``."""
-        due = self._clock.real_deadline(sim_t) if self._clock.started else 0.0
+        # Kept in simulated time (converted when waiting), so work scheduled
+        # before the clock starts still waits its simulated delay after it.
         with self._cond:
-            heapq.heappush(self._heap, (due, next(self._seq), fn))
+            heapq.heappush(self._heap, (max(0.0, sim_t), next(self._seq), fn))
             self._cond.notify()
 
     def call_later(self, sim_delay: float, fn: Callback) -> None:
@@ -54,7 +58,7 @@ class Scheduler:
     def call_soon(self, fn: Callback) -> None:
         """Run ``fn`` as soon as the thread gets to it (after what is due already)."""
         with self._cond:
-            heapq.heappush(self._heap, (0.0, next(self._seq), fn))
+            heapq.heappush(self._heap, (_SOON, next(self._seq), fn))
             self._cond.notify()
 
     def pending(self) -> int:
@@ -83,7 +87,8 @@ class Scheduler:
         with self._cond:
             while not self._stopping:
                 if self._heap:
-                    due = self._heap[0][0]
+                    sim_t = self._heap[0][0]
+                    due = self._clock.real_deadline(sim_t) if sim_t > _SOON else 0.0
                     wait = due - time.monotonic()
                     if wait <= 0:
                         return heapq.heappop(self._heap)[2]

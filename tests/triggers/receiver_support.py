@@ -17,7 +17,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
-from gpu_remediation.ids import node_workflow_id
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import load_policy
 from triggers.receiver import ALERTS_PATH, create_app
@@ -160,8 +159,3 @@ async def receiver(
     app = create_app(starter, TOKEN, client=client, **options)
     async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         yield Receiver(url, starter, http, client)
-
-
-def workflow_id(cluster: str, node: str) -> str:
-    """The node's workflow id."""
-    return node_workflow_id(cluster, node)

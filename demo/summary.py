@@ -1,0 +1,306 @@
+"""The demo's summary: what the incidents did and what it meant for the fleet.
+
+Computed from two sources only: the incidents' own records (each run's state
+query: outcome, fault class, rung attempts, decision log) and the simulated
+fleet's true accounting (availability, replacements in flight, faults
+injected). Nothing is counted by the demo itself.
+
+Definitions:
+
+- **incidents**: runs of the nodes' ``NodeRemediation`` workflows started
+  during the demo (a node whose fault comes back after the cooldown has two).
+- **outcome**: the run's outcome; a run that escalated and waits for an
+  operator counts as ``escalated``; one still working as ``open``.
+- **MTTR** (p50/p95) over incidents that ended ``repaired``, ``recovered`` or
+  ``replaced``: from the run's start (the watcher's report) to its last
+  decision (the node released or replaced), excluding the cooldown the run
+  then stays open for. ``mttr_*_s`` is in simulated seconds: the real
+  duration times the time factor (so Temporal's and the APIs' real latency
+  is scaled up with it); ``mttr_real_*_s`` is the real duration.
+- **breaker_trips**: decisions in which a pool's breaker was found open and a
+  reboot or replacement was not run.
+- **max_concurrent_replacements**: the most replacements in progress at once,
+  against the policy's ``replacement.max_concurrent``. A replacement is in
+  progress from its incident's "deleted NodeClaim" decision until its
+  "replaced" (or "failed") decision, i.e. until the old node is gone and the
+  new capacity is Ready. ``max_nodes_terminating`` is the fleet's own count:
+  the most nodes the simulated Karpenter had terminating at once (NodeClaim
+  deleted, Node not gone yet), a shorter window of the same replacements.
+- **availability**: the fleet's node-seconds healthy and schedulable over its
+  capacity (a slot being replaced counts as unavailable), simulated time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from demo.incidents import Incident
+from gpu_remediation.models import Outcome, Rung
+from simulator.fleet import FleetSnapshot
+
+RESOLVED = (Outcome.REPAIRED.value, Outcome.RECOVERED.value, Outcome.REPLACED.value)
+
+
+class DemoSummary(BaseModel):
+    """The summary ``remediate demo`` prints (and ``--json`` prints as one object)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    incidents: int
+    outcomes: dict[str, int]
+    by_fault_class: dict[str, dict[str, int]]
+    """Fault class -> outcome -> incidents."""
+    rungs_used: dict[str, int]
+    """Rung -> incidents that ran it."""
+    rung_attempts: dict[str, int]
+    mttr_p50_s: float | None
+    mttr_p95_s: float | None
+    mttr_real_p50_s: float | None
+    mttr_real_p95_s: float | None
+    mttr_incidents: int
+    replacements: int
+    max_concurrent_replacements: int
+    replacement_cap: int
+    max_nodes_terminating: int
+    breaker_trips: int
+    availability: float
+    availability_healthy: float
+    availability_schedulable: float
+    faults_injected: dict[str, int]
+    reboots: int
+    job_runs: dict[str, int] | None
+    """Training job runs: succeeded, failed, failed by a fault, failed by a drain."""
+    nodes: int
+    time_factor: float
+    sim_seconds: float
+    wall_seconds: float
+    temporal_address: str
+    temporal_ui: str | None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) with linear interpolation; None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _resolution_seconds(incident: Incident) -> float | None:
+    state = incident.state
+    if state is None or incident.result not in RESOLVED or not state.decisions:
+        return None
+    return (state.decisions[-1].at - state.started_at).total_seconds()
+
+
+def replacement_windows(
+    incidents: Iterable[Incident], now: datetime
+) -> list[tuple[datetime, datetime]]:
+    """When each replacement was in progress: NodeClaim deleted until replaced or failed."""
+    windows = []
+    for incident in incidents:
+        if incident.state is None:
+            continue
+        started: datetime | None = None
+        for decision in incident.state.decisions:
+            if decision.stage != "replace":
+                continue
+            if decision.action.startswith("deleted NodeClaim"):
+                started = decision.at
+            elif started is not None and decision.action in ("replaced", "failed"):
+                windows.append((started, decision.at))
+                started = None
+        if started is not None:
+            windows.append((started, now))  # still in progress
+    return windows
+
+
+def max_overlap(windows: Iterable[tuple[datetime, datetime]]) -> int:
+    """The most windows open at one moment (one that ends as another starts does not overlap)."""
+    # Ends sort before starts at the same instant.
+    edges = sorted(
+        [(start, 1) for start, _ in windows] + [(end, -1) for _, end in windows],
+        key=lambda edge: (edge[0], edge[1]),
+    )
+    most = current = 0
+    for _, step in edges:
+        current += step
+        most = max(most, current)
+    return most
+
+
+def _breaker_trips(incident: Incident) -> int:
+    if incident.state is None:
+        return 0
+    return sum(1 for d in incident.state.decisions if d.stage == "breaker" and d.action == "open")
+
+
+def summarize(
+    incidents: Iterable[Incident],
+    snapshot: FleetSnapshot,
+    *,
+    replacement_cap: int,
+    time_factor: float,
+    wall_seconds: float,
+    temporal_address: str,
+    temporal_ui: str | None,
+) -> DemoSummary:
+    """Build the summary from the incidents' states and the fleet's snapshot."""
+    items = list(incidents)
+    now = datetime.now(UTC)
+    outcomes: Counter[str] = Counter()
+    by_class: dict[str, Counter[str]] = {}
+    rungs: Counter[str] = Counter()
+    attempts: Counter[str] = Counter()
+    real_mttr: list[float] = []
+    trips = 0
+    for incident in items:
+        result = incident.result
+        outcomes[result] += 1
+        by_class.setdefault(incident.fault_class or "unclassified", Counter())[result] += 1
+        trips += _breaker_trips(incident)
+        if incident.state is not None:
+            ran = {a.rung.value for a in incident.state.attempts}
+            if incident.state.rung == Rung.ESCALATE:
+                ran.add(Rung.ESCALATE.value)
+            rungs.update(ran)
+            attempts.update(a.rung.value for a in incident.state.attempts)
+        seconds = _resolution_seconds(incident)
+        if seconds is not None:
+            real_mttr.append(seconds)
+    sim_mttr = [s * time_factor for s in real_mttr]
+    counters = snapshot.counters
+    faults = {
+        key.removeprefix("faults."): value
+        for key, value in sorted(counters.items())
+        if key.startswith("faults.") and not key.startswith(("faults.from_", "faults.cleared"))
+    }
+    jobs = snapshot.jobs
+    job_runs = None
+    if jobs is not None:
+        job_runs = {
+            key.removeprefix("runs_"): int(jobs.get(key, 0))
+            for key in (
+                "runs_succeeded",
+                "runs_failed",
+                "runs_failed_by_fault",
+                "runs_failed_by_eviction",
+            )
+        }
+    return DemoSummary(
+        incidents=len(items),
+        outcomes=dict(outcomes.most_common()),
+        by_fault_class={fc: dict(c.most_common()) for fc, c in sorted(by_class.items())},
+        rungs_used={r.value: rungs[r.value] for r in Rung if rungs[r.value]},
+        rung_attempts={r.value: attempts[r.value] for r in Rung if attempts[r.value]},
+        mttr_p50_s=_round(percentile(sim_mttr, 50)),
+        mttr_p95_s=_round(percentile(sim_mttr, 95)),
+        mttr_real_p50_s=_round(percentile(real_mttr, 50), 2),
+        mttr_real_p95_s=_round(percentile(real_mttr, 95), 2),
+        mttr_incidents=len(real_mttr),
+        replacements=counters.get("karpenter.terminations", 0),
+        max_concurrent_replacements=max_overlap(replacement_windows(items, now)),
+        replacement_cap=replacement_cap,
+        max_nodes_terminating=snapshot.max_replacements_in_flight,
+        breaker_trips=trips,
+        availability=round(snapshot.availability["available"], 6),
+        availability_healthy=round(snapshot.availability["healthy"], 6),
+        availability_schedulable=round(snapshot.availability["schedulable"], 6),
+        faults_injected=faults,
+        reboots=counters.get("reboots", 0),
+        job_runs=job_runs,
+        nodes=snapshot.capacity,
+        time_factor=time_factor,
+        sim_seconds=round(snapshot.sim_seconds, 1),
+        wall_seconds=round(wall_seconds, 1),
+        temporal_address=temporal_address,
+        temporal_ui=temporal_ui,
+    )
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def duration_text(seconds: float | None) -> str:
+    """``4m 30s``, ``1h 05m``, ``12s`` (``-`` for None)."""
+    if seconds is None:
+        return "-"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def render(summary: DemoSummary) -> RenderableType:
+    """The summary for the terminal."""
+    outcomes = Table(title="Incidents by fault class and outcome", title_justify="left")
+    columns = list(summary.outcomes)
+    outcomes.add_column("fault class")
+    for column in columns:
+        outcomes.add_column(column, justify="right")
+    for fault_class, counts in summary.by_fault_class.items():
+        outcomes.add_row(fault_class, *(str(counts.get(c, "")) for c in columns))
+    outcomes.add_row(
+        Text("all", style="bold"),
+        *(Text(str(summary.outcomes[c]), style="bold") for c in columns),
+    )
+    cap_ok = (
+        max(summary.max_concurrent_replacements, summary.max_nodes_terminating)
+        <= summary.replacement_cap
+    )
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    rungs = ", ".join(f"{rung} {count}" for rung, count in summary.rungs_used.items()) or "none"
+    facts.add_row("Incidents", str(summary.incidents))
+    facts.add_row("Rungs used (incidents)", rungs)
+    facts.add_row(
+        "MTTR p50 / p95",
+        f"{duration_text(summary.mttr_p50_s)} / {duration_text(summary.mttr_p95_s)} simulated "
+        f"({summary.mttr_incidents} repaired or replaced; real "
+        f"{summary.mttr_real_p50_s or 0:.1f}s / {summary.mttr_real_p95_s or 0:.1f}s)",
+    )
+    facts.add_row(
+        "Replacements",
+        f"{summary.replacements}; at most {summary.max_concurrent_replacements} at once "
+        f"(cap {summary.replacement_cap}; at most {summary.max_nodes_terminating} nodes "
+        "terminating at once) "
+        + ("[green]within the cap[/]" if cap_ok else "[red]ABOVE THE CAP[/]"),
+    )
+    facts.add_row("Breaker trips", str(summary.breaker_trips))
+    facts.add_row(
+        "GPU-node availability",
+        f"{summary.availability:.3%} (healthy {summary.availability_healthy:.3%}, "
+        f"schedulable {summary.availability_schedulable:.3%})",
+    )
+    if summary.job_runs is not None:
+        runs = summary.job_runs
+        facts.add_row(
+            "Training job runs",
+            f"{runs['succeeded']} succeeded, {runs['failed']} failed ({runs['failed_by_fault']} "
+            f"by a fault, {runs['failed_by_eviction']} by a drain)",
+        )
+    injected = ", ".join(f"{k} {v}" for k, v in summary.faults_injected.items()) or "none"
+    facts.add_row("Faults injected", injected)
+    facts.add_row(
+        "Fleet",
+        f"{summary.nodes} nodes, {duration_text(summary.sim_seconds)} simulated in "
+        f"{summary.wall_seconds:.0f}s (time factor {summary.time_factor:g})",
+    )
+    facts.add_row("Temporal UI", summary.temporal_ui or f"(headless) {summary.temporal_address}")
+    return Group(outcomes, Text(""), facts)

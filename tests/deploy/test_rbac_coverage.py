@@ -1,0 +1,208 @@
+"""deploy/'s RBAC grants exactly the Kubernetes calls the activities and the watcher make.
+
+Dynamic: every Kubernetes-facing activity (and the Job executor, and the
+watcher's list+watch) runs against the API emulator, which logs each request;
+each request is resolved to its RBAC attributes as the API server would, and
+compared with the roles both ways: every request is allowed, every rule is used.
+
+Static: every client method the code calls is known here (so a new call
+without a rule fails even if no scenario below exercises it).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes import client
+from temporalio.testing import ActivityEnvironment
+
+from activities.aws import Ec2Activities
+from activities.host import HostActivities
+from activities.host_commands import encode_output
+from activities.kube_jobs import JobExecutor
+from activities.kubernetes import KubernetesActivities
+from gpu_remediation import contracts as c
+from gpu_remediation.models import FaultClass, Rung
+from gpu_remediation.settings import Settings
+from simulator.kube_api import NODES, HostResult, JobKubelet, KubeApiServer, KubeStore
+from tests.activities.ssm_support import fixture
+from tests.deploy.rbac_support import Access, attributes, role
+from tests.deploy.support import DEPLOY, REPO, yaml_documents
+from triggers.watcher import NodeSource
+
+ENV = ActivityEnvironment()
+PROVIDER = "aws:///us-west-2a/i-0123456789abcdef0"
+JOB_NAMESPACE = "gpu-remediation"
+
+WORKER = role("rbac.yaml", "ClusterRole", "gpu-remediation-worker")
+WATCHER = role("rbac.yaml", "ClusterRole", "gpu-remediation-watcher")
+JOB_EXECUTOR = role("job-executor/rbac.yaml", "Role", "gpu-remediation-job-executor")
+
+# What each client method the code calls needs (the watcher's list_node also watches).
+METHODS = {
+    "read_node": {Access("", "nodes", "get")},
+    "list_node": {Access("", "nodes", "list")},
+    "patch_node": {Access("", "nodes", "patch")},
+    "list_pod_for_all_namespaces": {Access("", "pods", "list")},
+    "create_namespaced_pod_eviction": {Access("", "pods/eviction", "create")},
+    "create_namespaced_event": {Access("", "events", "create")},
+    "list_cluster_custom_object": {Access("karpenter.sh", "nodeclaims", "list")},
+    "delete_cluster_custom_object": {Access("karpenter.sh", "nodeclaims", "delete")},
+    "create_namespaced_job": {Access("batch", "jobs", "create")},
+    "read_namespaced_job": {Access("batch", "jobs", "get")},
+    "delete_namespaced_job": {Access("batch", "jobs", "delete")},
+    "list_namespaced_pod": {Access("", "pods", "list")},
+    "read_namespaced_pod_log": {Access("", "pods/log", "get")},
+}
+CLIENT_CALL = re.compile(r"self\._(?:core|custom|batch)\.(\w+)\b")
+
+
+def requested(kube: KubeApiServer) -> set[Access]:
+    return {attributes(r.method, r.path, r.query) for r in kube.requests() if r.status}
+
+
+def settings(**changes: Any) -> Settings:
+    return Settings(
+        eviction_retry=timedelta(milliseconds=20),
+        poll_interval=timedelta(milliseconds=20),
+        **changes,
+    )
+
+
+async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
+    """Each Kubernetes activity once, on a small cluster where it has work to do."""
+    kube = KubernetesActivities(client.CoreV1Api(api), client.CustomObjectsApi(api), settings())
+    store.put_node("gpu-1", node_pool="h100", provider_id=PROVIDER, boot_id="boot-1")
+    store.put_node("gpu-2", node_pool="h100")
+    store.put_pod("ml", "trainer-0", node_name="gpu-1", gpus=8)
+    store.put_nodeclaim("h100-abc", node_pool="h100", provider_id=PROVIDER, node_name="gpu-1")
+    node = {"node": "gpu-1", "incident_id": "inc-1"}
+    await ENV.run(kube.read_node_health, c.ReadNodeHealthInput(**node))
+    await ENV.run(kube.quarantine_node, c.QuarantineNodeInput(**node))
+    await ENV.run(kube.check_breaker, c.CheckBreakerInput(node_pool="h100"))
+    await ENV.run(
+        kube.notify_workload_owner,
+        c.NotifyWorkloadOwnerInput(**node, fault_class=FaultClass.APPLICATION, message="Xid 13"),
+    )
+    await ENV.run(kube.drain_gpu_pods, c.DrainGpuPodsInput(**node, timeout_s=5))
+    await ENV.run(
+        kube.record_step,
+        c.RecordStepInput(**node, rung=Rung.REBOOT, message="rebooted"),
+    )
+    await ENV.run(
+        kube.escalate,
+        c.EscalateInput(**node, fault_class=FaultClass.HARDWARE_FAILURE, reason="exhausted"),
+    )
+    await ENV.run(kube.release_node, c.ReleaseNodeInput(**node))
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    await ENV.run(kube.delete_node_claim, c.DeleteNodeClaimInput(**node, provider_id=PROVIDER))
+
+    def karpenter() -> None:
+        store.delete(NODES, "gpu-1")
+        store.put_node("gpu-9", node_pool="h100")
+
+    threading.Timer(0.1, karpenter).start()
+    await ENV.run(
+        kube.wait_for_replacement,
+        c.WaitForReplacementInput(**node, node_pool="h100", timeout_s=5, since=since),
+    )
+    # A reboot whose boot id already changed reads the node and stops (no EC2 call).
+    store.put_node("gpu-3", provider_id=PROVIDER, boot_id="boot-2")
+    ec2 = Ec2Activities(None, client.CoreV1Api(api), poll_interval=timedelta(milliseconds=20))
+    await ENV.run(
+        ec2.reboot_node,
+        c.RebootNodeInput(
+            node="gpu-3",
+            incident_id="inc-3",
+            provider_id=PROVIDER,
+            boot_id_before="boot-1",
+            timeout_s=5,
+        ),
+    )
+
+
+async def test_the_worker_role_allows_every_call_of_the_activities_and_nothing_more(
+    kube: KubeApiServer, store: KubeStore, api: Any
+) -> None:
+    await run_kubernetes_activities(store, api)
+    made = requested(kube)
+    assert made - WORKER == set(), (
+        f"calls the role does not allow: {sorted(map(str, made - WORKER))}"
+    )
+    assert WORKER - made == set(), f"rules no activity uses: {sorted(map(str, WORKER - made))}"
+
+
+async def test_the_job_executor_role_covers_its_jobs_pods_and_logs(
+    kube: KubeApiServer, store: KubeStore, api: Any
+) -> None:
+    store.put_node("gpu-1")
+
+    def host(_job: dict[str, Any], command: Any) -> HostResult:
+        if command.kind == "gpu_reset":
+            return HostResult(0, "GPU 00000000:53:00.0 was successfully reset.\n")
+        name = "dcgm4_pass.json" if command.kind == "dcgm_diag" else "health_healthy.json"
+        return HostResult(0, encode_output(fixture(name)))
+
+    job_settings = settings(host_executor="job", job_namespace=JOB_NAMESPACE)
+    with JobKubelet(store, host):
+        executor = JobExecutor(client.BatchV1Api(api), client.CoreV1Api(api), job_settings)
+        host_activities = HostActivities(executor)
+        node = {"node": "gpu-1", "incident_id": "i", "provider_id": PROVIDER}
+        await ENV.run(host_activities.reset_gpus, c.ResetGpusInput(**node, gpu_indices=[2]))
+        await ENV.run(host_activities.run_diagnostic, c.RunDiagnosticInput(**node, level=2))
+    made = requested(kube)
+    allowed = WORKER | JOB_EXECUTOR
+    assert made - allowed == set(), sorted(map(str, made - allowed))
+    assert JOB_EXECUTOR - made == set(), sorted(map(str, JOB_EXECUTOR - made))
+
+
+def test_the_job_executor_role_is_namespaced_to_the_job_namespace() -> None:
+    docs = yaml_documents(DEPLOY / "job-executor" / "rbac.yaml")
+    assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
+    assert {d["metadata"]["namespace"] for d in docs} == {Settings().job_namespace}
+
+
+def test_the_watcher_role_allows_its_list_and_watch_and_nothing_more(
+    kube: KubeApiServer, store: KubeStore, api: Any
+) -> None:
+    store.put_node("gpu-1", labels={"nvidia.com/gpu.present": "true"})
+    seen: list[Any] = []
+    source = NodeSource(client.CoreV1Api(api), "nvidia.com/gpu.present=true", seen.append)
+    thread = threading.Thread(target=source.run, daemon=True)
+    thread.start()
+    deadline = datetime.now(UTC) + timedelta(seconds=10)
+    while not any(r.query and "watch=" in r.query for r in kube.requests()):
+        assert datetime.now(UTC) < deadline, "the watcher never watched"
+        threading.Event().wait(0.02)
+    source.stop()
+    thread.join(5)
+    made = requested(kube)
+    assert made == WATCHER, sorted(map(str, made))
+
+
+def test_every_client_method_the_code_calls_is_known_and_allowed() -> None:
+    files = [*(REPO / "activities").glob("*.py"), REPO / "triggers" / "watcher.py"]
+    for path in files:
+        for method in set(CLIENT_CALL.findall(path.read_text())):
+            assert method in METHODS, f"{path.name} calls {method}: map it and grant it"
+            allowed = WATCHER if path.name == "watcher.py" else WORKER | JOB_EXECUTOR
+            assert METHODS[method] <= allowed, (path.name, method)
+
+
+def test_the_receiver_has_no_kubernetes_credentials() -> None:
+    [account] = [
+        d
+        for d in yaml_documents(DEPLOY / "rbac.yaml")
+        if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "gpu-remediation-receiver"
+    ]
+    assert account["automountServiceAccountToken"] is False
+    bound = [
+        s["name"]
+        for d in yaml_documents(DEPLOY / "rbac.yaml")
+        if d["kind"].endswith("Binding")
+        for s in d["subjects"]
+    ]
+    assert "gpu-remediation-receiver" not in bound

@@ -1,0 +1,77 @@
+"""End to end, many faults at once: the replacement cap and the pool breaker hold."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from demo.summary import max_overlap, replacement_windows
+from gpu_remediation.ids import Queries
+from gpu_remediation.semaphore_models import SemaphoreState
+from simulator.fleet import PoolSpec, Scenario, ScenarioEvent
+from tests.e2e.conftest import MakeStack, attempts, decisions, settled_incidents
+
+
+async def test_a_burst_of_faults_needing_replacement_never_exceeds_the_cap(
+    make_stack: MakeStack,
+) -> None:
+    # One node in each of four pools: the breaker never opens for a single node
+    # (min_unhealthy_nodes), so only the cap (2, the default) holds them back.
+    pools = [PoolSpec(name=f"pool{i}", nodes=3) for i in range(4)]
+    burst = Scenario(
+        events=[
+            ScenarioEvent(at=timedelta(seconds=30), fault="row_remap_failure", pool=p.name, count=1)
+            for p in pools
+        ]
+    )
+    # 1 real second = 2 simulated minutes: a replacement (~6 min) lasts ~3 s, long
+    # enough that all four ask for a permit while the first two hold theirs.
+    stack = await make_stack(pools, scenario=burst, time_factor=120)
+
+    incidents = await settled_incidents(stack, 4, timeout=60)
+
+    assert [i.result for i in incidents] == ["replaced"] * 4
+    windows = replacement_windows(incidents, incidents[0].started_at)
+    assert len(windows) == 4
+    # At the cap, never above it: by the incidents' own records and by the fleet's.
+    assert max_overlap(windows) == 2
+    snapshot = stack.fleet.snapshot()
+    assert snapshot.counters["karpenter.terminations"] == 4
+    assert 1 <= snapshot.max_replacements_in_flight <= 2
+    semaphore = await stack.client.get_workflow_handle(stack.options.semaphore_workflow_id).query(
+        Queries.STATE, result_type=SemaphoreState
+    )
+    assert semaphore.capacity == 2
+    assert semaphore.holders == []
+
+
+async def test_a_false_positive_storm_over_half_a_pool_trips_the_breaker_and_replaces_nothing(
+    make_stack: MakeStack,
+) -> None:
+    # Half of the pool suddenly reports Xid 64 (a row-remapping failure, which
+    # starts at replacement), but the hardware is fine: a shared cause.
+    storm = Scenario(
+        events=[
+            ScenarioEvent(
+                at=timedelta(seconds=30),
+                fault="false_positive",
+                pool="h100",
+                fraction=0.5,
+                xid=64,
+                clears_after=timedelta(hours=2),  # lasts the whole test, even on a slow machine
+            )
+        ]
+    )
+    stack = await make_stack([PoolSpec(name="h100", nodes=8)], scenario=storm)
+
+    incidents = await settled_incidents(stack, 4)
+
+    assert len(incidents) == 4
+    for incident in incidents:
+        assert incident.fault_class == "row_remap_failure"
+        assert ("breaker", "open") in decisions(incident)
+        assert "replace" not in attempts(incident)
+        assert incident.result == "escalated"
+    counters = stack.fleet.snapshot().counters
+    assert counters.get("karpenter.terminations", 0) == 0
+    assert counters.get("reboots", 0) == 0
+    assert stack.fleet.snapshot().nodes == 8

@@ -1,0 +1,71 @@
+"""End to end, one fault at a time: the right rung fixes it, and no other runs."""
+
+from __future__ import annotations
+
+from simulator.fleet import PoolSpec
+from simulator.kube_api import NODES
+from tests.e2e.conftest import MakeStack, attempts, fleet_call, settled_incidents
+
+
+async def test_xid_79_is_fixed_by_a_reboot_and_never_triggers_a_reset(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack([PoolSpec(name="h100", nodes=5)])
+    fleet = stack.fleet
+    boot_before = fleet.boot_id("h100-0002")
+    fleet.inject("fallen_off_bus", "h100-0002", gpu=3)
+
+    (incident,) = await settled_incidents(stack, 1)
+
+    assert incident.node == "h100-0002"
+    assert incident.fault_class == "gpu_fallen_off_bus"
+    assert incident.result == "repaired"
+    assert "gpu_reset" not in attempts(incident)
+    assert attempts(incident)[-1] == "reboot"
+    counters = fleet.snapshot().counters
+    assert counters["reboots"] == 1
+    assert not [key for key in counters if key.startswith("resets.")]  # no nvidia-smi -r ran
+    assert fleet.node("h100-0002").faults == []
+    assert fleet.boot_id("h100-0002") != boot_before
+    node = await fleet_call(lambda: fleet.store.get(NODES, "h100-0002"))
+    assert not node["spec"].get("unschedulable")
+    assert not node["spec"].get("taints")
+
+
+async def test_a_row_remapping_failure_ends_in_replacement(make_stack: MakeStack) -> None:
+    stack = await make_stack([PoolSpec(name="h100", nodes=5)])
+    fleet = stack.fleet
+    fleet.inject("row_remap_failure", "h100-0001", gpu=5)
+
+    (incident,) = await settled_incidents(stack, 1)
+
+    assert incident.fault_class == "row_remap_failure"
+    assert incident.result == "replaced"
+    assert attempts(incident)[-1] == "replace"
+    assert not {"gpu_reset", "reboot"} & set(attempts(incident))
+    snapshot = fleet.snapshot()
+    assert not fleet.has_node("h100-0001")
+    assert snapshot.counters["karpenter.terminations"] == 1
+    assert snapshot.counters.get("reboots", 0) == 0
+    # Karpenter kept the pool at its size with a new, healthy node.
+    assert snapshot.nodes == snapshot.nodes_ready == 5
+    assert snapshot.truly_faulty == []
+
+
+async def test_a_reset_unsupported_profile_climbs_to_reboot(make_stack: MakeStack) -> None:
+    stack = await make_stack([PoolSpec(name="p5", nodes=5, reset_supported=False)])
+    fleet = stack.fleet
+    fleet.inject("xid_reset", "p5-0003", gpu=1)
+
+    (incident,) = await settled_incidents(stack, 1)
+
+    assert incident.fault_class == "gpu_reset_required"
+    assert incident.result == "repaired"
+    assert incident.state is not None
+    reset, reboot = [a for a in incident.state.attempts if a.rung in ("gpu_reset", "reboot")]
+    assert (reset.rung, reset.result) == ("gpu_reset", "not_supported")
+    assert reboot.rung == "reboot"
+    counters = fleet.snapshot().counters
+    assert counters["resets.exit_3"] == 1  # nvidia-smi -r: "not supported"
+    assert counters["reboots"] == 1
+    assert fleet.node("p5-0003").faults == []
