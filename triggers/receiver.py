@@ -39,13 +39,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 # pydantic needs typing_extensions' TypedDict before Python 3.12 (it reads its schema).
 from typing_extensions import TypedDict
 
-from gpu_remediation.ids import Signals
-from gpu_remediation.models import EvidenceReport
 from triggers.alerts import MappedAlert, WebhookPayload, map_alerts, payload_problems
 from triggers.metrics import ReceiverMetrics, RequestMetricsMiddleware
 from triggers.starter import IncidentStarter, TemporalUnavailableError
@@ -64,15 +62,6 @@ DEFAULT_DEDUP_TTL = 300.0
 READY_TIMEOUT = timedelta(seconds=2)
 _MAX_REMEMBERED_NODES = 100_000
 
-# Same meaning as in IncidentStarter: the server cannot take it now, retry later.
-_UNAVAILABLE = frozenset(
-    {
-        RPCStatusCode.UNAVAILABLE,
-        RPCStatusCode.DEADLINE_EXCEEDED,
-        RPCStatusCode.RESOURCE_EXHAUSTED,
-        RPCStatusCode.ABORTED,
-    }
-)
 
 log = logging.getLogger("gpu_remediation.receiver")
 
@@ -272,18 +261,9 @@ class AlertDelivery:
         return send
 
     async def _clear(self, node: str, m: MappedAlert) -> AlertOutcome:
-        # A resolution must not open an incident: signal the open one, if any.
-        report = EvidenceReport(node=node, evidence=[m.evidence()], report_id=m.report_id)
-        handle = self._client.get_workflow_handle(self._workflow_id(node))
-        try:
-            await handle.signal(Signals.EVIDENCE, report)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return "no_incident"
-            if err.status in _UNAVAILABLE:
-                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
-            raise
-        return "delivered"
+        # A resolution must not open an incident: only the open one hears of it.
+        delivered = await self._starter.report_recovery(node, [m.evidence()], report_id=m.report_id)
+        return "delivered" if delivered else "no_incident"
 
     async def ready(self) -> Readiness:
         """Whether Temporal answers (a cheap call with a short timeout)."""

@@ -128,3 +128,39 @@ class IncidentStarter:
                 raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
             raise
         return workflow_id
+
+    async def report_recovery(
+        self, node: str, evidence: Sequence[Evidence], *, report_id: str | None = None
+    ) -> bool:
+        """Deliver recovery evidence to the node's open incident; never start one.
+
+        A recovery with no incident open is not news (it would open an empty
+        incident only to close it), so it is dropped.
+
+        Args:
+            node: Kubernetes node name.
+            evidence: The cleared evidence (at least one item).
+            report_id: Idempotency key, as for :meth:`report`.
+
+        Returns:
+            True if an open incident received it; False if none was open.
+
+        Raises:
+            ValueError: If the node name or the evidence is invalid.
+            TemporalUnavailableError: If Temporal could not take the report now.
+            temporalio.service.RPCError: For any other refusal by the server.
+        """
+        fields: dict[str, object] = {"node": node, "evidence": list(evidence)}
+        if report_id is not None:
+            fields["report_id"] = report_id
+        report = EvidenceReport.model_validate(fields)
+        handle = self._client.get_workflow_handle(self.workflow_id(report.node))
+        try:
+            await handle.signal(Signals.EVIDENCE, report)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            if err.status in _UNAVAILABLE:
+                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+            raise
+        return True

@@ -40,10 +40,9 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from gpu_remediation.ids import Signals
-from gpu_remediation.models import EvidenceReport, Model, NodeName
+from gpu_remediation.models import Model, NodeName
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
 from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter, TemporalUnavailableError
@@ -51,15 +50,6 @@ from triggers.starter import IncidentStarter, TemporalUnavailableError
 log = logging.getLogger("gpu_remediation.watcher")
 
 _GONE = 410
-# Statuses that mean "Temporal cannot take it now"; the same as IncidentStarter's.
-_UNAVAILABLE = frozenset(
-    {
-        RPCStatusCode.UNAVAILABLE,
-        RPCStatusCode.DEADLINE_EXCEEDED,
-        RPCStatusCode.RESOURCE_EXHAUSTED,
-        RPCStatusCode.ABORTED,
-    }
-)
 
 
 class NodeConditions(Model):
@@ -333,21 +323,11 @@ class ReportDelivery:
         if report.kind != "clear":
             await self._starter.report(report.node, [report.evidence], report_id=report.report_id)
             return
-        payload = EvidenceReport(
-            node=report.node, evidence=[report.evidence], report_id=report.report_id
+        delivered = await self._starter.report_recovery(
+            report.node, [report.evidence], report_id=report.report_id
         )
-        handle = self._client.get_workflow_handle(self._starter.workflow_id(report.node))
-        try:
-            await handle.signal(Signals.EVIDENCE, payload)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                log.info(
-                    "%s: %s cleared; no incident is running", report.node, report.evidence.type
-                )
-                return
-            if err.status in _UNAVAILABLE:
-                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
-            raise
+        if not delivered:
+            log.info("%s: %s cleared; no incident is running", report.node, report.evidence.type)
 
 
 # ------------------------------------------------------------------ the watcher
