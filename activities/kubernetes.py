@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.kube_drain import Drainer
+from activities.kube_nodes import list_node_summaries
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 from gpu_remediation.settings import Settings
@@ -267,11 +268,14 @@ class KubernetesActivities:
         selector = (
             f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
         )
-        nodes = await _call(self._core.list_node, label_selector=selector)
-        unhealthy = sorted(n.metadata.name for n in nodes.items if self._unhealthy(n))
+        try:
+            nodes = await list_node_summaries(self._core, selector)
+        except ApiException as err:
+            raise api_error("list_node", err) from err
+        unhealthy = sorted(n.metadata.name for n in nodes if self._unhealthy(n))
         return c.PoolHealth(
             node_pool=input.node_pool,
-            total=len(nodes.items),
+            total=len(nodes),
             unhealthy=len(unhealthy),
             unhealthy_nodes=unhealthy[:1000],
         )
