@@ -27,6 +27,7 @@ from gpu_remediation.workflow_models import (
     NodeRemediationState,
     RungAttempt,
 )
+from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet
 from worker import build_worker
 from workflows.node_remediation import NodeRemediationWorkflow
@@ -122,6 +123,21 @@ class Cluster:
                 EvidenceReport(node=node, evidence=list(evidence), report_id=report_id)
             ],
         )
+
+    async def holder_and_waiter(
+        self, holder_node: str, waiter_node: str, pol: Policy
+    ) -> tuple[NodeHandle, NodeHandle]:
+        """Two repeat offenders: the first replacing (held by the fleet's gate), the second in line.
+
+        Needs a ``FakeFleet(replace_gate=...)`` and a policy with one permit.
+        """
+        holder = await self.report(holder_node, xid(79), pol=pol, prior_incidents=5)
+        await assert_eventually(lambda: self.state(holder), lambda s: self.fleet.replacing == 1)
+        waiter = await self.report(waiter_node, xid(79), pol=pol, prior_incidents=5)
+        await assert_eventually(
+            lambda: self.state(waiter), lambda s: s.waiting_for == "a replacement permit"
+        )
+        return holder, waiter
 
     async def stamped(self, evidence: Sequence[Evidence]) -> tuple[Evidence, ...]:
         """The evidence as observed now by the server's clock (time skipping moves it)."""

@@ -75,12 +75,7 @@ async def test_abort_while_waiting_for_a_permit_withdraws_and_cleans_up(
     fleet = FakeFleet(replace_gate=gate, pool_total=100)
     pol = policy(replacement=ReplacementPolicy(max_concurrent=1))
     async with cluster(dev_env, task_queue, fleet) as c:
-        holder = await c.report("gpu-80", xid(79), pol=pol, prior_incidents=5)
-        await assert_eventually(lambda: c.state(holder), lambda s: fleet.replacing == 1)
-        waiter = await c.report("gpu-81", xid(79), pol=pol, prior_incidents=5)
-        await assert_eventually(
-            lambda: c.state(waiter), lambda s: s.waiting_for == "a replacement permit"
-        )
+        holder, waiter = await c.holder_and_waiter("gpu-80", "gpu-81", pol)
         await waiter.execute_update(
             Updates.ABORT, AbortInput(reason="changed my mind"), result_type=NodeRemediationState
         )

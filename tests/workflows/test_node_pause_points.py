@@ -50,12 +50,7 @@ async def test_a_paused_incident_gives_up_its_place_in_line_and_queues_again_on_
     fleet = FakeFleet(replace_gate=gate, pool_total=100)
     pol = policy(replacement=ReplacementPolicy(max_concurrent=1))
     async with cluster(dev_env, task_queue, fleet) as c:
-        holder = await c.report("gpu-p2", xid(79), pol=pol, prior_incidents=5)
-        await assert_eventually(lambda: c.state(holder), lambda s: fleet.replacing == 1)
-        waiter = await c.report("gpu-p3", xid(79), pol=pol, prior_incidents=5)
-        await assert_eventually(
-            lambda: c.state(waiter), lambda s: s.waiting_for == "a replacement permit"
-        )
+        holder, waiter = await c.holder_and_waiter("gpu-p2", "gpu-p3", pol)
         await waiter.execute_update(
             Updates.PAUSE, OperatorRequest(by="erin"), result_type=NodeRemediationState
         )
