@@ -95,4 +95,3 @@ async def list_node_summaries(
         token = page.metadata.continue_
         if not token:
             return nodes
-
