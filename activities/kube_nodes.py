@@ -75,7 +75,8 @@ async def list_node_summaries(
         page_size: Nodes per list call.
 
     Raises:
-        kubernetes.client.exceptions.ApiException: As the client raises it (callers map it to an activity error).
+        kubernetes.client.exceptions.ApiException: As the client raises it (callers
+            map it to an activity error).
         pydantic.ValidationError: If the API returned something that is not a node list.
     """
     nodes: list[NodeSummary] = []

@@ -20,6 +20,7 @@ import typer
 import uvicorn
 from temporalio.envconfig import ClientConfigProfile
 
+from cli.output import ExitCode
 from gpu_remediation.ids import TASK_QUEUE, node_workflow_id
 from gpu_remediation.logging_setup import LOG_FORMATS, configure_logging
 from gpu_remediation.policy_loader import PolicyError, load_policy
@@ -158,7 +159,7 @@ def receiver(
         except Exception as err:
             # Any connection failure: say what we tried, then stop (the
             # orchestrator restarts us).
-            raise _fail(f"cannot reach Temporal: {err}", code=1) from err
+            raise _fail(f"cannot reach Temporal: {err}", code=ExitCode.UNREACHABLE) from err
         starter = IncidentStarter(client, cluster=cluster, policy=policy, task_queue=task_queue)
         app = rx.create_app(
             starter,

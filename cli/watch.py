@@ -15,6 +15,7 @@ import typer
 from kubernetes.config import ConfigException
 from temporalio.envconfig import ClientConfigProfile
 
+from cli.output import ExitCode
 from gpu_remediation.health import HealthServer
 from gpu_remediation.ids import TASK_QUEUE, node_workflow_id
 from gpu_remediation.logging_setup import LOG_FORMATS, configure_logging
@@ -200,7 +201,7 @@ async def _run(
         # Whatever the cause (refused, TLS, DNS): say so and stop; the
         # orchestrator restarts the watcher.
         typer.echo(f"error: cannot reach Temporal: {err}", err=True)
-        raise typer.Exit(1) from err
+        raise typer.Exit(ExitCode.UNREACHABLE) from err
     starter = IncidentStarter(client, cluster=cluster, policy=policy, task_queue=task_queue)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -56,11 +56,11 @@ def test_an_invalid_cluster_name_is_refused_before_connecting() -> None:
     assert "invalid cluster name" in result.stderr
 
 
-def test_an_unreachable_temporal_stops_the_receiver_with_exit_1() -> None:
+def test_an_unreachable_temporal_stops_the_receiver_with_exit_3() -> None:
     result = runner.invoke(
         app, ["receiver", "--address", f"127.0.0.1:{_free_port()}"], env={TOKEN_ENV: TOKEN}
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "cannot reach Temporal" in result.stderr
 
 
