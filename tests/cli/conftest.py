@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from cli.main import app
+from demo.server import free_port
 from tests.doubles import FakeFleet
 from tests.workflows.node_support import Cluster, cluster
 
@@ -31,10 +31,7 @@ rungs:
 
 def closed_port() -> int:
     """A local port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+    return free_port()
 
 
 async def invoke(*args: str, env: dict[str, str] | None = None) -> Result:

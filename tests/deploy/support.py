@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import socket
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,13 +24,6 @@ from workflows.metrics import HISTOGRAM_BUCKETS
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def yaml_documents(path: Path) -> list[dict[str, Any]]:

@@ -34,11 +34,12 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from demo.server import free_port
 from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES, Queries, node_workflow_id
 from simulator.kube_api import KubeApiServer, KubeStore
 from tests.conftest import assert_eventually
 from tests.deploy.compose_support import bind_mounts, interpolated
-from tests.deploy.support import DEPLOY, REPO, free_port, http_get, parse_json_lines
+from tests.deploy.support import DEPLOY, REPO, http_get, parse_json_lines
 
 # The image installs no extras: importing these would fail in a container.
 EXTRAS_ONLY = ("moto", "pytest", "_pytest", "hypothesis", "httpx", "flask", "werkzeug")

@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
+from demo.server import free_port
 from gpu_remediation.ids import Signals, node_workflow_id
 from gpu_remediation.models import EvidenceReport, Outcome, XidEvidence
 from gpu_remediation.settings import Settings
@@ -27,7 +28,6 @@ from simulator.kube_api import KubeApiServer, KubeStore
 from tests.conftest import assert_eventually
 from tests.deploy.support import (
     Sample,
-    free_port,
     json_log_capture,
     metrics_client,
     scrape,

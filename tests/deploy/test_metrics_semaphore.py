@@ -6,9 +6,10 @@ import asyncio
 
 from temporalio.testing import WorkflowEnvironment
 
+from demo.server import free_port
 from gpu_remediation.policy import ReplacementPolicy
 from tests.conftest import assert_eventually
-from tests.deploy.support import Sample, free_port, metrics_client, scrape, value
+from tests.deploy.support import Sample, metrics_client, scrape, value
 from tests.doubles import FakeFleet
 from tests.workflows.node_support import Cluster, policy, xid
 from worker import build_worker

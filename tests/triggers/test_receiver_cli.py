@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cli.receiver import TOKEN_ENV
+from demo.server import free_port
 from tests.conftest import assert_eventually
 from tests.triggers.receiver_support import AUTH, TOKEN, alert, describe, payload
 
@@ -58,21 +58,15 @@ def test_an_invalid_cluster_name_is_refused_before_connecting() -> None:
 
 def test_an_unreachable_temporal_stops_the_receiver_with_exit_3() -> None:
     result = runner.invoke(
-        app, ["receiver", "--address", f"127.0.0.1:{_free_port()}"], env={TOKEN_ENV: TOKEN}
+        app, ["receiver", "--address", f"127.0.0.1:{free_port()}"], env={TOKEN_ENV: TOKEN}
     )
     assert result.exit_code == 3
     assert "cannot reach Temporal" in result.stderr
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def served(dev_env: WorkflowEnvironment, tmp_path: Path) -> tuple[str, subprocess.Popen[bytes]]:
-    port = _free_port()
+    port = free_port()
     (tmp_path / "token").write_text(TOKEN + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
     env.pop(TOKEN_ENV, None)

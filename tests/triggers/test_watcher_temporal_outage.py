@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from temporalio.client import Client, RetryConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from demo.server import free_port
 from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES
 from gpu_remediation.temporal_setup import dev_server_path
 from tests.conftest import assert_eventually
@@ -23,12 +23,6 @@ from tests.triggers.watcher_support import (
     running,
     watcher_policy,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def start_server(port: int, database: Path) -> WorkflowEnvironment:
