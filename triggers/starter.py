@@ -103,11 +103,8 @@ class IncidentStarter:
             TemporalUnavailableError: If Temporal could not take the report now.
             temporalio.service.RPCError: For any other refusal by the server.
         """
-        fields: dict[str, object] = {"node": node, "evidence": list(evidence)}
-        if report_id is not None:
-            fields["report_id"] = report_id
         # Validate before touching Temporal: a bad report must start nothing.
-        report = EvidenceReport.model_validate(fields)
+        report = _evidence_report(node, evidence, report_id)
         workflow_id = self.workflow_id(report.node)
         try:
             await self._client.start_workflow(
@@ -150,10 +147,7 @@ class IncidentStarter:
             TemporalUnavailableError: If Temporal could not take the report now.
             temporalio.service.RPCError: For any other refusal by the server.
         """
-        fields: dict[str, object] = {"node": node, "evidence": list(evidence)}
-        if report_id is not None:
-            fields["report_id"] = report_id
-        report = EvidenceReport.model_validate(fields)
+        report = _evidence_report(node, evidence, report_id)
         handle = self._client.get_workflow_handle(self.workflow_id(report.node))
         try:
             await handle.signal(Signals.EVIDENCE, report)
@@ -164,3 +158,13 @@ class IncidentStarter:
                 raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
             raise
         return True
+
+
+def _evidence_report(
+    node: str, evidence: Sequence[Evidence], report_id: str | None
+) -> EvidenceReport:
+    """Validate a report; without an id the model generates one."""
+    fields: dict[str, object] = {"node": node, "evidence": list(evidence)}
+    if report_id is not None:
+        fields["report_id"] = report_id
+    return EvidenceReport.model_validate(fields)

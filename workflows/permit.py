@@ -198,7 +198,9 @@ class ReplacementPermit:
         self._request_id, self._grant, self._guard = None, None, None
         if guard is not None and not workflow.patched(DIRECT_RELEASE_PATCH):
             # Histories from before the patch: the guard alone released.
-            await self._stop_guard(guard, request_id)
+            await self._stop_guard(
+                guard, fallback=PermitRelease(request_id=request_id, reason=reason)
+            )
             return
         release = PermitRelease(request_id=request_id, reason=reason)
         if guard is None:
@@ -207,7 +209,7 @@ class ReplacementPermit:
         # The release goes straight to the semaphore, so the next waiter is
         # granted one hop sooner than through the guard; the guard, cancelled at
         # the same time, releases again (idempotent) and ends.
-        await asyncio.gather(self._signal_release(release), self._stop_guard(guard, request_id))
+        await asyncio.gather(self._signal_release(release), self._stop_guard(guard))
 
     async def _signal_release(self, release: PermitRelease) -> None:
         semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)
@@ -220,17 +222,23 @@ class ReplacementPermit:
             workflow.logger.warning("Could not release %s: %s", release.request_id, err)
 
     async def _stop_guard(
-        self, guard: ChildWorkflowHandle[PermitGuardWorkflow, str], request_id: str
+        self,
+        guard: ChildWorkflowHandle[PermitGuardWorkflow, str],
+        fallback: PermitRelease | None = None,
     ) -> None:
+        """Cancel the guard and wait for it; ``fallback`` is sent if it ended badly.
+
+        Only the pre-patch path needs the fallback: the patched one has already
+        released directly.
+        """
         guard.cancel()
         try:
             await guard
         except ChildWorkflowError as err:
-            # Only if someone terminated the guard: release directly.
-            workflow.logger.warning("Permit guard of %s ended badly: %s", request_id, err)
-            await self._signal_release(
-                PermitRelease(request_id=request_id, reason="guard ended badly")
-            )
+            # Only if someone terminated the guard.
+            workflow.logger.warning("Permit guard %s ended badly: %s", guard.id, err)
+            if fallback is not None:
+                await self._signal_release(fallback)
 
     async def _ensure_semaphore(self, capacity: int) -> None:
         await workflow.execute_activity(
