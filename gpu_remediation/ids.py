@@ -77,6 +77,7 @@ class Signals:
     PERMIT_GRANTED = "permit_granted"
     REQUEST_PERMIT = "request_permit"
     RELEASE_PERMIT = "release_permit"
+    DISMISS_GUARD = "dismiss_guard"
 
 
 class Updates:

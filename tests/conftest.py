@@ -24,14 +24,33 @@ from simulator.kube_api import KubeApiServer, KubeStore
 T = TypeVar("T")
 
 
-@pytest_asyncio.fixture(scope="session")
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The time-skipping test server, shared by the session."""
+async def _start_time_skipping() -> WorkflowEnvironment:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=str(time_skipping_server_path()),
     )
     await register_search_attributes(env.client)
+    return env
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server, shared by the session."""
+    env = await _start_time_skipping()
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture
+async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server of the test's own (about a second to start).
+
+    For tests whose result calls leap the clock past long leases: on a shared
+    server such a leap has left a later test's time skip hanging.
+    """
+    env = await _start_time_skipping()
     try:
         yield env
     finally:

@@ -12,7 +12,8 @@ The holder workflow owns one ``ReplacementPermit`` and must:
 ``acquire`` makes sure the semaphore exists, starts the guard child that
 releases the permit if the holder dies, then asks and waits. The guard is
 started before the request so that there is no moment where the semaphore
-knows a request that nothing would release.
+knows a request that nothing would release. ``release`` gives the permit
+back to the semaphore directly and dismisses the guard (ADR 006).
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ ENSURE_SEMAPHORE_RETRY = RetryPolicy(
 WAIT_SUMMARY = "waiting for a replacement permit"
 
 DIRECT_RELEASE_PATCH = "permit-direct-release"
-"""Holders release to the semaphore themselves (before: only through the guard)."""
+"""Holders release to the semaphore themselves and cancel the guard (ADR 005)."""
+
+GUARD_DISMISSAL_PATCH = "permit-guard-dismissal"
+"""Holders release to the semaphore themselves and dismiss the guard (ADR 006)."""
 
 
 class ReplacementPermit:
@@ -196,20 +200,20 @@ class ReplacementPermit:
         if request_id is None:
             return
         self._request_id, self._grant, self._guard = None, None, None
-        if guard is not None and not workflow.patched(DIRECT_RELEASE_PATCH):
-            # Histories from before the patch: the guard alone released.
-            await self._stop_guard(
-                guard, fallback=PermitRelease(request_id=request_id, reason=reason)
-            )
-            return
         release = PermitRelease(request_id=request_id, reason=reason)
         if guard is None:
             await self._signal_release(release)
-            return
-        # The release goes straight to the semaphore, so the next waiter is
-        # granted one hop sooner than through the guard; the guard, cancelled at
-        # the same time, releases again (idempotent) and ends.
-        await asyncio.gather(self._signal_release(release), self._stop_guard(guard))
+        elif workflow.patched(GUARD_DISMISSAL_PATCH):
+            # The release goes straight to the semaphore and the guard is told
+            # it has nothing left to do: one message each, in the same task.
+            await asyncio.gather(self._signal_release(release), self._dismiss_guard(guard))
+        elif workflow.patched(DIRECT_RELEASE_PATCH):
+            # Histories from ADR 005 until ADR 006: the guard was cancelled and
+            # released a second time.
+            await asyncio.gather(self._signal_release(release), self._stop_guard(guard))
+        else:
+            # Histories from before ADR 005: the guard alone released.
+            await self._stop_guard(guard, fallback=release)
 
     async def _signal_release(self, release: PermitRelease) -> None:
         semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)
@@ -239,6 +243,18 @@ class ReplacementPermit:
             workflow.logger.warning("Permit guard %s ended badly: %s", guard.id, err)
             if fallback is not None:
                 await self._signal_release(fallback)
+
+    async def _dismiss_guard(self, guard: ChildWorkflowHandle[PermitGuardWorkflow, str]) -> None:
+        """Tell the guard the permit is given back, and wait for it to end."""
+        try:
+            await guard.signal(PermitGuardWorkflow.dismiss)
+            await guard
+        except FailureError as err:
+            if isinstance(err, TemporalCancelledError):
+                raise
+            # Only if someone terminated the guard: it can release nothing now,
+            # and the holder's own release has gone out in the same task.
+            workflow.logger.warning("Permit guard %s ended badly: %s", guard.id, err)
 
     async def _ensure_semaphore(self, capacity: int) -> None:
         await workflow.execute_activity(

@@ -5,14 +5,18 @@ blocks, so it cannot release its permit itself. Each holder therefore starts
 this guard as a child with ``ParentClosePolicy.REQUEST_CANCEL`` before asking
 for a permit: whatever way the holder closes, the server cancels the guard,
 and the guard signals ``release_permit`` (which also withdraws a request that
-is still waiting). The holder's own ``release`` cancels the guard too; the
-repeated release is idempotent at the semaphore.
+is still waiting).
+
+A holder that releases its permit itself dismisses the guard with the
+``dismiss_guard`` signal: the guard then ends without a release of its own,
+which saves the semaphore a duplicate message and the guard a workflow task
+per permit (ADR 006). Holders recorded before that change cancel the guard
+instead; the guard then releases a second time, which the semaphore ignores.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -22,29 +26,49 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.semaphore_models import PermitGuardInput, PermitRelease
 
 RELEASED = "released"
+DISMISSED = "dismissed"
 SEMAPHORE_GONE = "semaphore not running"
 
 
 @workflow.defn
 class PermitGuardWorkflow:
-    """Waits until cancelled, then releases its holder's permit."""
+    """Waits until dismissed (ends) or cancelled (releases its holder's permit)."""
+
+    @workflow.init
+    def __init__(self, input: PermitGuardInput) -> None:
+        self._dismissed = False
 
     @workflow.run
     async def run(self, input: PermitGuardInput) -> str:
-        """Wait for cancellation, then signal the release.
+        """Wait for dismissal or cancellation; on cancellation signal the release.
 
         Args:
             input: The semaphore and the holder's request to release.
 
         Returns:
-            ``"released"``, or ``"semaphore not running"`` when there was
-            nothing to release.
+            ``"dismissed"`` when the holder released the permit itself,
+            ``"released"`` when the guard released it, or
+            ``"semaphore not running"`` when there was nothing to release.
         """
-        # Cancellation is the only way out of this wait (no timer: a guard costs
-        # no history until its holder closes). It is delivered once, so the
-        # release signal below still goes out.
-        with contextlib.suppress(asyncio.CancelledError):
-            await workflow.wait_condition(lambda: False)
+        # No timer: a guard costs no history until its holder releases or closes.
+        try:
+            await workflow.wait_condition(lambda: self._dismissed)
+        except asyncio.CancelledError:
+            # Delivered once, so the release signal below still goes out.
+            pass
+        else:
+            return DISMISSED
+        return await self._release(input)
+
+    @workflow.signal(
+        name=Signals.DISMISS_GUARD,
+        description="The holder released its permit itself: end without releasing.",
+    )
+    def dismiss(self) -> None:
+        """Mark the guard dismissed; it ends in the same workflow task."""
+        self._dismissed = True
+
+    async def _release(self, input: PermitGuardInput) -> str:
         release = PermitRelease(
             request_id=input.request_id,
             reason=f"guard: holder {input.holder_workflow_id}/{input.holder_run_id} closed",

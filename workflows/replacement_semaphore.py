@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -52,6 +52,10 @@ DETAILS_ROWS_SHOWN = 20
 
 EXPIRY_TIMER_SUMMARY = "reclaim the earliest expiring lease"
 
+LAZY_EXPIRY_TIMER_PATCH = "semaphore-lazy-expiry-timer"
+"""One expiry timer kept across workflow tasks, replaced only when a lease expires
+earlier than it fires (before: a new timer every task, two events each)."""
+
 
 @workflow.defn
 class ReplacementSemaphoreWorkflow:
@@ -69,6 +73,8 @@ class ReplacementSemaphoreWorkflow:
         self._recently_released: list[str] = list(state.recently_released)
         self._continue_as_new_after_events = input.continue_as_new_after_events
         self._grants_in_flight: set[asyncio.Task[None]] = set()
+        self._expiry_timer: asyncio.Task[None] | None = None
+        self._expiry_timer_due: datetime | None = None
         # Set by every state change so the main loop refreshes the expiry timer
         # and the UI details.
         self._changed = False
@@ -101,6 +107,14 @@ class ReplacementSemaphoreWorkflow:
                     )
                 )
             self._changed = False
+            if workflow.patched(LAZY_EXPIRY_TIMER_PATCH):
+                # The timer sets _changed when it fires: expired leases are
+                # reclaimed at the top.
+                self._arm_expiry_timer()
+                await workflow.wait_condition(
+                    lambda: self._changed or self._should_continue_as_new()
+                )
+                continue
             next_expiry = self._time_to_next_expiry()
             # A timeout means a lease reached its deadline: reclaimed at the top.
             with contextlib.suppress(TimeoutError):
@@ -330,6 +344,34 @@ class ReplacementSemaphoreWorkflow:
                 lease.expires_at.isoformat(),
             )
             self._release(lease.request_id, "lease expired")
+
+    def _arm_expiry_timer(self) -> None:
+        """Make sure a timer fires no later than the earliest lease deadline.
+
+        A running timer that fires at or before that deadline is kept: when its
+        lease was released meanwhile it wakes the loop for nothing and is armed
+        again, which is cheaper than replacing the timer on every grant.
+        """
+        timer, due = self._expiry_timer, self._expiry_timer_due
+        if not self._holders:
+            # An idle semaphore keeps no timer: nothing can expire.
+            if timer is not None and not timer.done():
+                timer.cancel()
+            self._expiry_timer = self._expiry_timer_due = None
+            return
+        earliest = min(lease.expires_at for lease in self._holders.values())
+        if timer is not None and not timer.done():
+            if due is not None and due <= earliest:
+                return
+            timer.cancel()
+        self._expiry_timer_due = earliest
+        self._expiry_timer = asyncio.create_task(self._wake_at(earliest))
+
+    async def _wake_at(self, due: datetime) -> None:
+        # Never a zero timer: an already due lease is reclaimed on the next pass.
+        delay = max(due - workflow.now(), timedelta(milliseconds=1))
+        await workflow.sleep(delay, summary=EXPIRY_TIMER_SUMMARY)
+        self._changed = True
 
     def _time_to_next_expiry(self) -> timedelta | None:
         if not self._holders:

@@ -1,8 +1,11 @@
-"""Regenerate tests/workflows/histories/semaphore_basic.json from a real dev server run.
+"""Record tests/workflows/histories/semaphore_*.json from a real dev server run.
 
-Run ``.venv/bin/python -m tests.workflows.make_semaphore_history`` after an
+Run ``.venv/bin/python -m tests.workflows.make_semaphore_history NAME`` after an
 intended change to the semaphore's commands (and only then): the replay test
-fails on any unintended one. The run exercises every path of the workflow:
+fails on any unintended one. A patched change (``workflow.patched``) keeps the
+older files and records the new path beside them under a new NAME
+(``basic``: before the lazy expiry timer; ``lazy_expiry_timer``: after).
+The run exercises every path of the workflow:
 grants, FIFO waiters, duplicate requests, releases, a guard releasing for a
 terminated holder, an undeliverable grant, updates (accepted and rejected),
 a lease expiry, and ends with continue-as-new, which closes the run.
@@ -10,6 +13,7 @@ a lease expiry, and ends with continue-as-new, which closes the run.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import uuid
 from datetime import timedelta
@@ -37,7 +41,7 @@ from tests.workflows.semaphore_support import (
 )
 from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
 
-HISTORY = Path(__file__).parent / "histories" / "semaphore_basic.json"
+HISTORIES = Path(__file__).parent / "histories"
 SEMAPHORE_ID = "history/replacement-semaphore"
 CONTINUE_AS_NEW_AFTER_EVENTS = 150
 
@@ -120,6 +124,11 @@ async def record(client: Client) -> str:
 
 async def main() -> None:
     """Start a dev server, record the history and write it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", help="file name: histories/semaphore_NAME.json")
+    name = parser.parse_args().name
+    if not name.replace("_", "").isalnum():
+        parser.error(f"name must be letters, digits and underscores, got {name!r}")
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=str(dev_server_path()),
@@ -128,9 +137,10 @@ async def main() -> None:
         history = await record(env.client)
     finally:
         await env.shutdown()
-    HISTORY.parent.mkdir(parents=True, exist_ok=True)
-    HISTORY.write_text(history + "\n")
-    print(f"wrote {HISTORY}")
+    path = HISTORIES / f"semaphore_{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(history + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
-from gpu_remediation.ids import Signals
+from gpu_remediation.ids import Signals, guard_workflow_id
 from gpu_remediation.semaphore_models import (
     PermitGrant,
     PermitRelease,
@@ -182,3 +182,27 @@ async def release_permit(client: Client, semaphore_id: str, request_id: str) -> 
     await client.get_workflow_handle(semaphore_id).signal(
         Signals.RELEASE_PERMIT, PermitRelease(request_id=request_id, reason="test")
     )
+
+
+async def end_semaphore_test(
+    client: Client, semaphore_id: str, holders: dict[str, WorkflowHandle[Any, Any]]
+) -> None:
+    """Terminate what a time-skipping test leaves running: holders, guards, semaphore.
+
+    The time-skipping server does not apply parent close policies, so guards of
+    terminated holders stay open, and a semaphore still holding a lease keeps its
+    expiry timer. A later test's time skip would fire that timer and leave a
+    workflow task nobody polls, which stops the shared server's clock.
+
+    Args:
+        client: Client of the server the test used.
+        semaphore_id: The test's semaphore.
+        holders: Holder handles by the request id each one used.
+    """
+    ids = [semaphore_id]
+    for request_id, holder in holders.items():
+        ids += [holder.id, guard_workflow_id(holder.id, request_id)]
+    for workflow_id in ids:
+        handle = client.get_workflow_handle(workflow_id)
+        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await handle.terminate("test over")

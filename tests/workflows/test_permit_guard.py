@@ -5,15 +5,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from gpu_remediation.ids import guard_workflow_id
+from gpu_remediation.ids import Signals, guard_workflow_id
 from gpu_remediation.semaphore_models import PermitGuardInput
 from tests.conftest import assert_eventually
 from tests.workflows.holder_models import HolderInput
 from tests.workflows.semaphore_holders import SemaphoreHolderWorkflow
 from tests.workflows.semaphore_support import (
+    end_semaphore_test,
     holder_ids,
     holder_status,
     new_semaphore_id,
@@ -25,7 +27,7 @@ from tests.workflows.semaphore_support import (
     start_semaphore,
     waiter_ids,
 )
-from workflows.permit_guard import RELEASED, SEMAPHORE_GONE, PermitGuardWorkflow
+from workflows.permit_guard import DISMISSED, RELEASED, SEMAPHORE_GONE, PermitGuardWorkflow
 
 
 def guard_input(semaphore_id: str, holder_id: str, request_id: str) -> PermitGuardInput:
@@ -77,7 +79,7 @@ async def test_guard_completes_when_the_semaphore_is_gone(
         assert await guard.result() == SEMAPHORE_GONE
 
 
-async def test_holder_release_stops_its_guard(dev_client: Client, task_queue: str) -> None:
+async def test_holder_release_dismisses_its_guard(dev_client: Client, task_queue: str) -> None:
     semaphore_id = new_semaphore_id()
     async with semaphore_worker(dev_client, task_queue):
         holder = await start_holder(dev_client, task_queue, semaphore_id, "r")
@@ -91,8 +93,29 @@ async def test_holder_release_stops_its_guard(dev_client: Client, task_queue: st
         assert report.acquired
         # release() waited for the guard: it is done before the holder completes.
         assert (await guard.describe()).status == WorkflowExecutionStatus.COMPLETED
-        assert await guard.result() == RELEASED
+        assert await guard.result() == DISMISSED
         assert not (await semaphore_state(dev_client, semaphore_id)).holders
+
+
+async def test_a_dismissed_guard_sends_no_second_release(
+    dev_client: Client, task_queue: str
+) -> None:
+    semaphore_id = new_semaphore_id()
+    async with semaphore_worker(dev_client, task_queue):
+        holder = await start_holder(dev_client, task_queue, semaphore_id, "r")
+        await assert_eventually(lambda: holder_status(holder), lambda s: s.held)
+        await holder.signal(SemaphoreHolderWorkflow.finish)
+        await holder.result()
+
+        history = await dev_client.get_workflow_handle(semaphore_id).fetch_history()
+        releases = [
+            event
+            for event in history.events
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            and event.workflow_execution_signaled_event_attributes.signal_name
+            == Signals.RELEASE_PERMIT
+        ]
+        assert len(releases) == 1
 
 
 async def test_timed_out_holder_releases_through_its_guard(
@@ -121,8 +144,9 @@ async def test_timed_out_holder_releases_through_its_guard(
 
 
 async def test_acquire_timeout_withdraws_the_request(
-    time_skipping_env: WorkflowEnvironment, task_queue: str
+    own_time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
+    time_skipping_env = own_time_skipping_env
     ts_client = time_skipping_env.client
     semaphore_id = new_semaphore_id()
     async with semaphore_worker(ts_client, task_queue):
@@ -159,8 +183,8 @@ async def test_acquire_timeout_withdraws_the_request(
         report = await impatient.result()
         assert not report.acquired
         guard = ts_client.get_workflow_handle(guard_workflow_id(impatient.id, "impatient"))
-        assert await guard.result() == RELEASED
-        # The guard's result call may have skipped past the holder's lease, in
-        # which case the holder has already finished on its own.
-        if (await holder.describe()).status == WorkflowExecutionStatus.RUNNING:
-            await holder.terminate("test over")
+        # The holder withdrew the request itself and dismissed its guard.
+        assert await guard.result() == DISMISSED
+        await end_semaphore_test(
+            ts_client, semaphore_id, {"holder": holder, "impatient": impatient}
+        )

@@ -9,6 +9,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import assert_eventually
 from tests.workflows.semaphore_support import (
+    end_semaphore_test,
     holder_ids,
     holder_status,
     new_semaphore_id,
@@ -57,5 +58,4 @@ async def test_expired_lease_is_reclaimed_and_granted_to_next_waiter(
         )
         assert "stuck" in state.recently_released
         assert (await holder_status(waiter)).held
-        await stuck.terminate("test over")
-        await waiter.terminate("test over")
+        await end_semaphore_test(ts_client, semaphore_id, {"stuck": stuck, "waiter": waiter})

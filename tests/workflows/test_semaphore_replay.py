@@ -1,6 +1,6 @@
-"""Today's semaphore code replays a recorded history: determinism is kept.
+"""Today's semaphore code replays recorded histories: determinism is kept.
 
-The history was recorded from a real run by ``make_semaphore_history``; if this
+The histories were recorded from a real run by ``make_semaphore_history``; if this
 fails after a change, the change would break running semaphores (use
 ``workflow.patched``), unless the change is meant to and is deployed safely.
 """
@@ -9,17 +9,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
 
-HISTORY = Path(__file__).parent / "histories" / "semaphore_basic.json"
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("semaphore_*.json"))
 
 
-async def test_recorded_semaphore_history_replays() -> None:
-    history = WorkflowHistory.from_json("replacement-semaphore", HISTORY.read_text())
+def load(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json("replacement-semaphore", path.read_text())
+
+
+def test_every_semaphore_version_is_recorded() -> None:
+    # Before and after the lazy expiry timer (LAZY_EXPIRY_TIMER_PATCH).
+    assert len(HISTORIES) >= 2
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_semaphore_history_replays(path: Path) -> None:
+    history = load(path)
     event_types = {event.event_type for event in history.events}
     # The recording covers the paths worth protecting (see make_semaphore_history).
     assert len(event_types) >= 12, event_types
