@@ -32,6 +32,9 @@ T = TypeVar("T")
 STATE_ANNOTATION = "gpu-remediation.io/state"
 NEEDS_HUMAN_LABEL = "gpu-remediation.io/needs-human"
 WAS_CORDONED_ANNOTATION = "gpu-remediation.io/was-cordoned"
+REPLACES_ANNOTATION = "gpu-remediation.io/replaces"
+"""On a new node: the node it was attributed to as a replacement. Claimed with a
+resourceVersion-checked write, so concurrent replacements never share one."""
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 # Conditions whose True means a problem (Node Problem Detector polarity).
 NPD_PROBLEM_CONDITIONS = ("GpuHealthProblem", "EfaHealthProblem")
@@ -233,7 +236,14 @@ class KubernetesActivities:
 
     @activity.defn(name=Activities.WAIT_FOR_REPLACEMENT)
     async def wait_for_replacement(self, input: c.WaitForReplacementInput) -> c.ReplacementResult:
-        """Wait, heartbeating, until the old node is gone and a new pool node is Ready."""
+        """Wait, heartbeating, until the old node is gone and a new pool node is Ready.
+
+        Karpenter does not link a new node to the one it replaces, and several
+        replacements may be under way in a pool. The new node is the oldest
+        Ready pool node created since the deletion that no other replacement
+        has claimed; the claim (``gpu-remediation.io/replaces``) makes a retry
+        return the same node.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + input.timeout_s
         since = input.since.replace(microsecond=0)  # creationTimestamp has 1 s resolution
@@ -244,23 +254,56 @@ class KubernetesActivities:
             old = await _call(self._core.read_node, input.node, missing_ok=True)
             nodes = await _call(self._core.list_node, label_selector=selector)
             fresh = sorted(
-                n.metadata.name
-                for n in nodes.items
-                if n.metadata.name != input.node
-                and n.metadata.creation_timestamp is not None
-                and n.metadata.creation_timestamp >= since
-                and node_ready(n)
+                (
+                    n
+                    for n in nodes.items
+                    if n.metadata.name != input.node
+                    and n.metadata.creation_timestamp is not None
+                    and n.metadata.creation_timestamp >= since
+                    and node_ready(n)
+                ),
+                key=lambda n: (n.metadata.creation_timestamp, n.metadata.name),
             )
-            activity.heartbeat({"old_node_gone": old is None, "new_ready": fresh})
-            if old is None and fresh:
-                return c.ReplacementResult(old_node_gone=True, new_node=fresh[0])
+            new_node = await self._claim_replacement(input.node, fresh) if old is None else None
+            activity.heartbeat(
+                {
+                    "old_node_gone": old is None,
+                    "new_ready": [n.metadata.name for n in fresh],
+                    "claimed": new_node,
+                }
+            )
+            if new_node is not None:
+                return c.ReplacementResult(old_node_gone=True, new_node=new_node)
             if loop.time() >= deadline:
                 raise ApplicationError(
                     f"replacement of {input.node} not complete within {input.timeout_s:.0f}s "
-                    f"(old node gone: {old is None}, new Ready nodes: {fresh})",
+                    f"(old node gone: {old is None}, new Ready nodes: "
+                    f"{_claims(fresh) or 'none'})",
                     type="ReplacementIncomplete",
                 )
             await asyncio.sleep(self._settings.poll_interval.total_seconds())
+
+    async def _claim_replacement(self, old: str, candidates: list[Any]) -> str | None:
+        """Claim the first candidate no other replacement holds; None if all are taken."""
+        for node in candidates:
+            if _annotation(node, REPLACES_ANNOTATION) == old:
+                return str(node.metadata.name)  # claimed by an earlier attempt
+        for node in candidates:
+            if _annotation(node, REPLACES_ANNOTATION) is not None:
+                continue
+
+            def claim(current: Any) -> dict[str, Any] | None:
+                if _annotation(current, REPLACES_ANNOTATION) is not None:
+                    return None  # taken meanwhile (or already ours)
+                return {"metadata": {"annotations": {REPLACES_ANNOTATION: old}}}
+
+            name = str(node.metadata.name)
+            await self._update_node(name, claim, missing_ok=True)
+            # The write may have lost a race: what counts is what the node says now.
+            current = await _call(self._core.read_node, name, missing_ok=True)
+            if current is not None and _annotation(current, REPLACES_ANNOTATION) == old:
+                return name
+        return None
 
     @activity.defn(name=Activities.CHECK_BREAKER)
     async def check_breaker(self, input: c.CheckBreakerInput) -> c.PoolHealth:
@@ -396,4 +439,20 @@ def api_error(call: str, err: ApiException) -> ApplicationError:
         f"{call}: {status} {err.reason}: {(err.body or '')[:300]}",
         type="KubernetesError" if not final else "InvalidInput",
         non_retryable=final,
+    )
+
+
+def _annotation(node: Any, key: str) -> str | None:
+    annotations = (node.metadata.annotations or {}) if node.metadata else {}
+    value = annotations.get(key)
+    return str(value) if value is not None else None
+
+
+def _claims(nodes: list[Any]) -> str:
+    """Names with the node each was claimed for, for error messages."""
+    return ", ".join(
+        f"{n.metadata.name} (replaces {_annotation(n, REPLACES_ANNOTATION)})"
+        if _annotation(n, REPLACES_ANNOTATION)
+        else str(n.metadata.name)
+        for n in nodes
     )

@@ -1,5 +1,6 @@
 """NodeClaims, waiting for replacement capacity, and the breaker's pool count."""
 
+import asyncio
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -77,6 +78,57 @@ async def test_waiting_past_the_timeout_says_what_is_missing(
             ),
         )
     assert err.value.type == "ReplacementIncomplete"
+
+
+def wait_input(node: str, since: datetime, timeout_s: float = 5) -> c.WaitForReplacementInput:
+    return c.WaitForReplacementInput(
+        node=node, incident_id=f"i-{node}", node_pool="h100", timeout_s=timeout_s, since=since
+    )
+
+
+async def test_concurrent_replacements_each_claim_a_different_new_node(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    since = datetime.now(UTC) - timedelta(milliseconds=1)
+    store.put_node("gpu-new-a", node_pool="h100")
+    store.put_node("gpu-new-b", node_pool="h100")
+
+    first, second = await asyncio.gather(
+        ENV.run(kube_activities.wait_for_replacement, wait_input("gpu-1", since)),
+        ENV.run(kube_activities.wait_for_replacement, wait_input("gpu-2", since)),
+    )
+
+    assert {first.new_node, second.new_node} == {"gpu-new-a", "gpu-new-b"}
+    for result, old in ((first, "gpu-1"), (second, "gpu-2")):
+        assert result.new_node is not None
+        node = store.get(NODES, result.new_node)
+        assert node["metadata"]["annotations"]["gpu-remediation.io/replaces"] == old
+
+
+async def test_a_node_claimed_by_another_replacement_is_not_taken(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    since = datetime.now(UTC) - timedelta(milliseconds=1)
+    store.put_node("gpu-new-a", node_pool="h100")
+    await ENV.run(kube_activities.wait_for_replacement, wait_input("gpu-1", since))
+
+    with pytest.raises(ApplicationError, match=r"gpu-new-a \(replaces gpu-1\)"):
+        await ENV.run(
+            kube_activities.wait_for_replacement, wait_input("gpu-2", since, timeout_s=0.2)
+        )
+
+
+async def test_a_retried_wait_returns_the_node_it_claimed_before(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    since = datetime.now(UTC) - timedelta(milliseconds=1)
+    store.put_node("gpu-new-a", node_pool="h100")
+    first = await ENV.run(kube_activities.wait_for_replacement, wait_input("gpu-1", since))
+    store.put_node("gpu-new-0", node_pool="h100")  # sorts first by name, same second
+
+    again = await ENV.run(kube_activities.wait_for_replacement, wait_input("gpu-1", since))
+
+    assert again == first
 
 
 async def test_the_breaker_counts_unready_quarantined_and_npd_flagged_nodes(

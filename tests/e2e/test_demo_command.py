@@ -49,8 +49,11 @@ async def _start_demo(*args: str) -> asyncio.subprocess.Process:
         "0",
         "--ui-port",
         "0",
+        # Ten nodes: with four, the application fault's node and the faulty
+        # one are half the pool, and whether the breaker (20%, at least two
+        # nodes) blocks the reboot depended on which the demo saw first.
         "--nodes",
-        "4",
+        "10",
         "--pools",
         "gpu",
         "--no-workloads",
