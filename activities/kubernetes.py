@@ -240,9 +240,9 @@ class KubernetesActivities:
 
         Karpenter does not link a new node to the one it replaces, and several
         replacements may be under way in a pool. The new node is the oldest
-        Ready pool node created since the deletion that no other replacement
-        has claimed; the claim (``gpu-remediation.io/replaces``) makes a retry
-        return the same node.
+        Ready pool node created after the deletion that no other replacement
+        has claimed (nodes from the deletion's own second last); the claim
+        (``gpu-remediation.io/replaces``) makes a retry return the same node.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + input.timeout_s
@@ -262,7 +262,13 @@ class KubernetesActivities:
                     and n.metadata.creation_timestamp >= since
                     and node_ready(n)
                 ),
-                key=lambda n: (n.metadata.creation_timestamp, n.metadata.name),
+                # Nodes from the deletion's own second may have existed before
+                # it (1 s resolution): those clearly created after come first.
+                key=lambda n: (
+                    n.metadata.creation_timestamp <= since,
+                    n.metadata.creation_timestamp,
+                    n.metadata.name,
+                ),
             )
             new_node = await self._claim_replacement(input.node, fresh) if old is None else None
             activity.heartbeat(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from temporalio.client import Client
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from gpu_remediation.ids import (
@@ -26,6 +27,9 @@ from gpu_remediation.policy import Policy
 from gpu_remediation.workflow_models import NodeRemediationInput
 
 # RPC statuses that mean "the server could not take it now; try again later".
+START_RACE_ATTEMPTS = 3
+"""Signal-with-start attempts when a concurrent report won the start race."""
+
 _UNAVAILABLE = frozenset(
     {
         RPCStatusCode.UNAVAILABLE,
@@ -106,24 +110,32 @@ class IncidentStarter:
         # Validate before touching Temporal: a bad report must start nothing.
         report = _evidence_report(node, evidence, report_id)
         workflow_id = self.workflow_id(report.node)
-        try:
-            await self._client.start_workflow(
-                NODE_WORKFLOW_TYPE,
-                NodeRemediationInput(
-                    cluster=self._cluster,
-                    node=report.node,
-                    policy=self._policy,
-                    semaphore_workflow_id=self._semaphore_workflow_id,
-                ),
-                id=workflow_id,
-                task_queue=self._task_queue,
-                start_signal=Signals.EVIDENCE,
-                start_signal_args=[report],
-            )
-        except RPCError as err:
-            if err.status in _UNAVAILABLE:
-                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
-            raise
+        for attempt in range(1, START_RACE_ATTEMPTS + 1):
+            try:
+                await self._client.start_workflow(
+                    NODE_WORKFLOW_TYPE,
+                    NodeRemediationInput(
+                        cluster=self._cluster,
+                        node=report.node,
+                        policy=self._policy,
+                        semaphore_workflow_id=self._semaphore_workflow_id,
+                    ),
+                    id=workflow_id,
+                    task_queue=self._task_queue,
+                    start_signal=Signals.EVIDENCE,
+                    start_signal_args=[report],
+                )
+                break
+            except WorkflowAlreadyStartedError:
+                # Lost a start race to a concurrent report (seen on the
+                # time-skipping server): the incident exists now, so the next
+                # signal-with-start only signals it. The report id keeps it once.
+                if attempt == START_RACE_ATTEMPTS:
+                    raise
+            except RPCError as err:
+                if err.status in _UNAVAILABLE:
+                    raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+                raise
         return workflow_id
 
     async def report_recovery(

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Queries, Signals, node_workflow_id
@@ -106,6 +107,26 @@ class Cluster:
         """
         if stamp:
             evidence = await self.stamped(evidence)
+        try:
+            return await self._signal_with_start(
+                node, evidence, pol, report_id, prior_incidents, prior_attempts
+            )
+        except WorkflowAlreadyStartedError:
+            # The time-skipping server sometimes answers one of many concurrent
+            # signal-with-starts so; the run exists now, and triggers retry too.
+            return await self._signal_with_start(
+                node, evidence, pol, report_id, prior_incidents, prior_attempts
+            )
+
+    async def _signal_with_start(
+        self,
+        node: str,
+        evidence: Sequence[Evidence],
+        pol: Policy | None,
+        report_id: str | None,
+        prior_incidents: int | None,
+        prior_attempts: Sequence[Any] | None,
+    ) -> NodeHandle:
         return await self.client.start_workflow(
             NodeRemediationWorkflow.run,
             NodeRemediationInput(
