@@ -51,6 +51,7 @@ from activities.temporal import TemporalActivities
 from bench.baseline_workflow import noop_activity
 from bench.common import (
     BENCH_DYNAMIC_CONFIG,
+    SEMAPHORE_TRANSFER_POLL_RPS,
     TRANSFER_POLL_RPS_KEY,
     bounded,
     connect,
@@ -107,11 +108,11 @@ async def run(
     """Run the benchmark; return the numbers (also printed).
 
     ``default_transfer_rate`` keeps the dev server's default transfer-queue read
-    rate (20/s on its single shard) instead of the benchmarks' 500/s.
+    rate (20/s on its single shard) instead of this benchmark's 500/s.
     """
     server_config = dict(BENCH_DYNAMIC_CONFIG)
-    if default_transfer_rate:
-        del server_config[TRANSFER_POLL_RPS_KEY]
+    if not default_transfer_rate:
+        server_config[TRANSFER_POLL_RPS_KEY] = SEMAPHORE_TRANSFER_POLL_RPS
     count = holders or (40 if quick else 200)
     print(
         f"[semaphore] {count} holders, capacity {capacity}, "
