@@ -456,9 +456,5 @@ def _annotation(node: Any, key: str) -> str | None:
 
 def _claims(nodes: list[Any]) -> str:
     """Names with the node each was claimed for, for error messages."""
-    return ", ".join(
-        f"{n.metadata.name} (replaces {_annotation(n, REPLACES_ANNOTATION)})"
-        if _annotation(n, REPLACES_ANNOTATION)
-        else str(n.metadata.name)
-        for n in nodes
-    )
+    named = ((str(n.metadata.name), _annotation(n, REPLACES_ANNOTATION)) for n in nodes)
+    return ", ".join(f"{name} (replaces {old})" if old else name for name, old in named)

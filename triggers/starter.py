@@ -26,10 +26,10 @@ from gpu_remediation.models import Evidence, EvidenceReport
 from gpu_remediation.policy import Policy
 from gpu_remediation.workflow_models import NodeRemediationInput
 
-# RPC statuses that mean "the server could not take it now; try again later".
 START_RACE_ATTEMPTS = 3
 """Signal-with-start attempts when a concurrent report won the start race."""
 
+# RPC statuses that mean "the server could not take it now; try again later".
 _UNAVAILABLE = frozenset(
     {
         RPCStatusCode.UNAVAILABLE,

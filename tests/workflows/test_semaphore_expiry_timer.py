@@ -31,6 +31,15 @@ async def timer_events(client: Client, semaphore_id: str) -> tuple[int, int, int
     )
 
 
+async def holders_become(client: Client, semaphore_id: str, expected: list[str]) -> None:
+    """Wait until exactly ``expected`` (in any order) hold permits."""
+    await assert_eventually(
+        lambda: semaphore_state(client, semaphore_id),
+        lambda s: sorted(holder_ids(s)) == sorted(expected),
+        message=f"holders {expected}",
+    )
+
+
 async def test_grants_that_expire_later_keep_the_running_timer(
     dev_client: Client, task_queue: str
 ) -> None:
@@ -39,22 +48,13 @@ async def test_grants_that_expire_later_keep_the_running_timer(
         await start_semaphore(dev_client, task_queue, semaphore_id, capacity=2)
         recorder = await start_recorder(dev_client, task_queue, f"{semaphore_id}/recorder")
         await request_permit(dev_client, semaphore_id, recorder, "first")
-        await assert_eventually(
-            lambda: semaphore_state(dev_client, semaphore_id),
-            lambda s: holder_ids(s) == ["first"],
-        )
+        await holders_become(dev_client, semaphore_id, ["first"])
         for cycle in range(5):
             request_id = f"cycle-{cycle}"
             await request_permit(dev_client, semaphore_id, recorder, request_id)
-            await assert_eventually(
-                lambda: semaphore_state(dev_client, semaphore_id),
-                lambda s: len(s.holders) == 2,
-            )
+            await holders_become(dev_client, semaphore_id, ["first", request_id])
             await release_permit(dev_client, semaphore_id, request_id)
-            await assert_eventually(
-                lambda: semaphore_state(dev_client, semaphore_id),
-                lambda s: holder_ids(s) == ["first"],
-            )
+            await holders_become(dev_client, semaphore_id, ["first"])
 
         # One timer, for "first"'s deadline; the five later leases never replaced it.
         assert await timer_events(dev_client, semaphore_id) == (1, 0, 0)
@@ -69,20 +69,12 @@ async def test_an_earlier_deadline_replaces_the_timer_and_an_idle_semaphore_has_
         await start_semaphore(dev_client, task_queue, semaphore_id, capacity=2)
         recorder = await start_recorder(dev_client, task_queue, f"{semaphore_id}/recorder")
         await request_permit(dev_client, semaphore_id, recorder, "long", lease=timedelta(hours=2))
-        await assert_eventually(
-            lambda: semaphore_state(dev_client, semaphore_id),
-            lambda s: holder_ids(s) == ["long"],
-        )
+        await holders_become(dev_client, semaphore_id, ["long"])
         await request_permit(dev_client, semaphore_id, recorder, "short", lease=timedelta(hours=1))
-        await assert_eventually(
-            lambda: semaphore_state(dev_client, semaphore_id),
-            lambda s: sorted(holder_ids(s)) == ["long", "short"],
-        )
+        await holders_become(dev_client, semaphore_id, ["long", "short"])
         await release_permit(dev_client, semaphore_id, "short")
         await release_permit(dev_client, semaphore_id, "long")
-        await assert_eventually(
-            lambda: semaphore_state(dev_client, semaphore_id), lambda s: not s.holders
-        )
+        await holders_become(dev_client, semaphore_id, [])
 
         # Armed for "long", replaced for the earlier "short", cancelled when idle.
         await assert_eventually(
