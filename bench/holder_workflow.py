@@ -1,8 +1,9 @@
 """The semaphore benchmark's requester: acquire, do ``hold_activities`` no-op
-activities while holding (as a replacement does its work), release.
+activities while holding (as a replacement does its work), then close and
+leave the permit to the guard, as a replaced node's incident does.
 
-Grant and release times are the holder's workflow time (the server's clock at
-the workflow task that saw the grant, and at the one that released), so the
+Grant and hand-over times are the holder's workflow time (the server's clock
+at the workflow task that saw the grant, and at the one that closed), so the
 intervals of all holders can be checked for overlap. Kept free of side
 effects: the sandbox re-imports this module.
 """
@@ -32,7 +33,7 @@ class BenchHolderWorkflow:
 
     @workflow.run
     async def run(self, input: BenchHolderInput) -> HolderReport:
-        """Acquire, hold, release; report when the permit was held."""
+        """Acquire, hold, hand over; report when the permit was held."""
         acquired = await self._permit.acquire(
             input.request_id, input.lease, input.acquire_timeout, input.capacity
         )
@@ -44,7 +45,9 @@ class BenchHolderWorkflow:
                 NOOP_ACTIVITY, step, start_to_close_timeout=timedelta(seconds=60)
             )
         released_at = workflow.now()
-        await self._permit.release("bench holder done")
+        # As a replaced node's incident does: it closes now, and closing hands
+        # the permit back through the guard.
+        self._permit.leave_to_guard()
         return HolderReport(acquired=True, granted_at=granted_at, released_at=released_at)
 
     @workflow.signal(name=Signals.PERMIT_GRANTED)

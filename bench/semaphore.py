@@ -5,11 +5,12 @@
 project's ``ReplacementPermit`` exactly as the node workflow does: the
 ``ensure_semaphore`` activity, the guard child, ``request_permit``, the grant
 signal; then it runs ``--hold-activities`` no-op activities while holding
-(default 1, as a replacement does work under its permit) and releases (signal
-to the semaphore and dismiss the guard in the same task, then await the
-guard's end). The semaphore (capacity ``--capacity``, default 5) serves them
-FIFO. The worker registers the semaphore, the guard, the holder, and the
-activities, with 100 workflow task slots.
+(default 1, as a replacement does work under its permit) and closes, leaving
+the permit to its guard as a replaced node's incident does (ADR 007): the
+holder's close cancels the guard, which signals the release. The semaphore
+(capacity ``--capacity``, default 5) serves them FIFO. The worker registers
+the semaphore, the guard, the holder, and the activities, with 100 workflow
+task slots.
 
 Holding with a durable timer is not used: on the dev server a 10 ms
 ``workflow.sleep`` fires after about a second (timer queue granularity), which
@@ -23,16 +24,17 @@ update and the blocker releases: the queue drains.
 Measured:
 
 * cycles/s = holders / wall time from raising the capacity to the last holder
-  result (each cycle: grant signal, the holder's work, release, guard
-  completion, holder completion), the target (>= 20) applies to it;
+  result (each cycle: grant signal, the holder's work, holder completion,
+  the guard's release), the target (>= 20) applies to it;
 * grant-to-release rate = (holders - 1) / (last release - first grant), in the
   holders' workflow time;
 * end-to-end rate = holders / wall time from the first holder start (the
   queue filling included: 200 workflow starts, 200 ensure_semaphore
   activities, 200 guard children);
 * max holders seen by querying the semaphore's ``state`` in a loop while the
-  holders run, and max overlap of the holders' own [grant, release]
-  intervals; both must stay <= capacity.
+  holders run, and max overlap of the holders' own [grant, hand-over]
+  intervals (a hand-over precedes the guard's release, so this one
+  understates); both must stay <= capacity.
 """
 
 from __future__ import annotations

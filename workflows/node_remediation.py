@@ -532,6 +532,7 @@ class NodeRemediationWorkflow:
             self._record.decide("replace", "permit bypassed", f"forced by {manual.requested_by}")
         elif not await self._take_permit(attempt):
             return False
+        replaced = None
         try:
             asked_at = workflow.now()
             deleted = await self._actions.delete_node_claim(self._provider_id)
@@ -548,8 +549,13 @@ class NodeRemediationWorkflow:
             self._record.decide("replace", "failed", _cause(err), Rung.REPLACE)
             return False
         finally:
-            if self._permit.held:
-                await self._permit.release("replacement finished")
+            # The incident goes on (to escalation, or cleanup if cancelled).
+            if self._permit.held and replaced is None:
+                await self._permit.release("replacement did not finish")
+        if self._permit.held:
+            # A replaced node's incident closes at once (no cooldown): its
+            # closing hands the permit back through the guard (ADR 007).
+            self._permit.leave_to_guard()
         self._replaced_by = replaced.new_node
         self._record.end(attempt, f"replaced by {replaced.new_node or 'new capacity'}")
         return True

@@ -13,7 +13,9 @@ The holder workflow owns one ``ReplacementPermit`` and must:
 releases the permit if the holder dies, then asks and waits. The guard is
 started before the request so that there is no moment where the semaphore
 knows a request that nothing would release. ``release`` gives the permit
-back to the semaphore directly and dismisses the guard (ADR 006).
+back to the semaphore directly and dismisses the guard (ADR 006), for holders
+that go on afterwards; a holder that closes right after leaves the permit to
+its guard instead (``leave_to_guard``, ADR 007).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError as TemporalCancelledError
-from temporalio.exceptions import ChildWorkflowError, FailureError
+from temporalio.exceptions import FailureError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -48,12 +50,6 @@ ENSURE_SEMAPHORE_RETRY = RetryPolicy(
 """Retried until it succeeds: a holder cannot proceed without the semaphore."""
 
 WAIT_SUMMARY = "waiting for a replacement permit"
-
-DIRECT_RELEASE_PATCH = "permit-direct-release"
-"""Holders release to the semaphore themselves and cancel the guard (ADR 005)."""
-
-GUARD_DISMISSAL_PATCH = "permit-guard-dismissal"
-"""Holders release to the semaphore themselves and dismiss the guard (ADR 006)."""
 
 
 class ReplacementPermit:
@@ -203,17 +199,30 @@ class ReplacementPermit:
         release = PermitRelease(request_id=request_id, reason=reason)
         if guard is None:
             await self._signal_release(release)
-        elif workflow.patched(GUARD_DISMISSAL_PATCH):
-            # The release goes straight to the semaphore and the guard is told
-            # it has nothing left to do: one message each, in the same task.
-            await asyncio.gather(self._signal_release(release), self._dismiss_guard(guard))
-        elif workflow.patched(DIRECT_RELEASE_PATCH):
-            # Histories from ADR 005 until ADR 006: the guard was cancelled and
-            # released a second time.
-            await asyncio.gather(self._signal_release(release), self._stop_guard(guard))
-        else:
-            # Histories from before ADR 005: the guard alone released.
-            await self._stop_guard(guard, fallback=release)
+            return
+        # The release goes straight to the semaphore and the guard is told it
+        # has nothing left to do: one message each, in the same task (ADR 006).
+        await asyncio.gather(self._signal_release(release), self._dismiss_guard(guard))
+
+    def leave_to_guard(self) -> None:
+        """Leave the held permit to the guard: for a holder about to close.
+
+        Closing the holder cancels the guard (``ParentClosePolicy.REQUEST_CANCEL``)
+        and a cancelled guard releases the permit: the path that covers a
+        terminated holder, taken by every holder that ends with its permit, so
+        it runs all the time rather than only after crashes. It costs one
+        message where ``release`` costs two and the holder's tasks that wait
+        for them (ADR 007). The permit stays held until the holder closes:
+        call this only right before the workflow returns. Nothing is sent.
+
+        Raises:
+            RuntimeError: If no permit is held, or none with a guard.
+        """
+        if self._grant is None or self._guard is None:
+            raise RuntimeError("no permit held with a guard to leave it to")
+        workflow.logger.info(
+            "Permit %s goes back through its guard when this workflow closes", self._request_id
+        )
 
     async def _signal_release(self, release: PermitRelease) -> None:
         semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)
@@ -224,25 +233,6 @@ class ReplacementPermit:
                 raise
             # No semaphore running: no permit to give back (a new one starts empty).
             workflow.logger.warning("Could not release %s: %s", release.request_id, err)
-
-    async def _stop_guard(
-        self,
-        guard: ChildWorkflowHandle[PermitGuardWorkflow, str],
-        fallback: PermitRelease | None = None,
-    ) -> None:
-        """Cancel the guard and wait for it; ``fallback`` is sent if it ended badly.
-
-        Only the pre-patch path needs the fallback: the patched one has already
-        released directly.
-        """
-        guard.cancel()
-        try:
-            await guard
-        except ChildWorkflowError as err:
-            # Only if someone terminated the guard.
-            workflow.logger.warning("Permit guard %s ended badly: %s", guard.id, err)
-            if fallback is not None:
-                await self._signal_release(fallback)
 
     async def _dismiss_guard(self, guard: ChildWorkflowHandle[PermitGuardWorkflow, str]) -> None:
         """Tell the guard the permit is given back, and wait for it to end."""

@@ -10,8 +10,7 @@ is still waiting).
 A holder that releases its permit itself dismisses the guard with the
 ``dismiss_guard`` signal: the guard then ends without a release of its own,
 which saves the semaphore a duplicate message and the guard a workflow task
-per permit (ADR 006). Holders recorded before that change cancel the guard
-instead; the guard then releases a second time, which the semaphore ignores.
+per permit (ADR 006).
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ State is carried across continue-as-new with absolute lease deadlines.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -51,10 +50,6 @@ DETAILS_ROWS_SHOWN = 20
 """Holders and waiters listed in the UI's current details; the rest are counted."""
 
 EXPIRY_TIMER_SUMMARY = "reclaim the earliest expiring lease"
-
-LAZY_EXPIRY_TIMER_PATCH = "semaphore-lazy-expiry-timer"
-"""One expiry timer kept across workflow tasks, replaced only when a lease expires
-earlier than it fires (before: a new timer every task, two events each)."""
 
 
 @workflow.defn
@@ -107,22 +102,10 @@ class ReplacementSemaphoreWorkflow:
                     )
                 )
             self._changed = False
-            if workflow.patched(LAZY_EXPIRY_TIMER_PATCH):
-                # The timer sets _changed when it fires: expired leases are
-                # reclaimed at the top.
-                self._arm_expiry_timer()
-                await workflow.wait_condition(
-                    lambda: self._changed or self._should_continue_as_new()
-                )
-                continue
-            next_expiry = self._time_to_next_expiry()
-            # A timeout means a lease reached its deadline: reclaimed at the top.
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._changed or self._should_continue_as_new(),
-                    timeout=next_expiry,
-                    timeout_summary=EXPIRY_TIMER_SUMMARY if next_expiry is not None else None,
-                )
+            # The timer sets _changed when it fires: expired leases are
+            # reclaimed at the top.
+            self._arm_expiry_timer()
+            await workflow.wait_condition(lambda: self._changed or self._should_continue_as_new())
 
     @workflow.signal(
         name=Signals.REQUEST_PERMIT,
@@ -372,13 +355,6 @@ class ReplacementSemaphoreWorkflow:
         delay = max(due - workflow.now(), timedelta(milliseconds=1))
         await workflow.sleep(delay, summary=EXPIRY_TIMER_SUMMARY)
         self._changed = True
-
-    def _time_to_next_expiry(self) -> timedelta | None:
-        if not self._holders:
-            return None
-        earliest = min(lease.expires_at for lease in self._holders.values())
-        # Never a zero timer: an already due lease is reclaimed on the next pass.
-        return max(earliest - workflow.now(), timedelta(milliseconds=1))
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()

@@ -21,6 +21,8 @@ class HolderInput(Model):
     """None: hold until the ``finish`` signal."""
     release: bool = True
     """False: never release (the lease must expire)."""
+    leave_to_guard: bool = False
+    """True: close without releasing, leaving the permit to the guard."""
 
 
 class HolderReport(Model):

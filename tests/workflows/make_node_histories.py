@@ -151,6 +151,6 @@ async def main(only: list[str], suffix: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Record node workflow histories for replay.")
     parser.add_argument("scenarios", nargs="*", help=f"any of {sorted(SCENARIOS)}")
-    parser.add_argument("--suffix", default="", help="e.g. _direct_release: keep older files")
+    parser.add_argument("--suffix", default="", help="e.g. _v2: keep older files")
     args = parser.parse_args()
     asyncio.run(main(args.scenarios, args.suffix))

@@ -3,8 +3,8 @@
 Run ``.venv/bin/python -m tests.workflows.make_semaphore_history NAME`` after an
 intended change to the semaphore's commands (and only then): the replay test
 fails on any unintended one. A patched change (``workflow.patched``) keeps the
-older files and records the new path beside them under a new NAME
-(``basic``: before the lazy expiry timer; ``lazy_expiry_timer``: after).
+older files and records the new path beside them under a new NAME (``v0_1``:
+the semaphore as released in 0.1.0).
 The run exercises every path of the workflow:
 grants, FIFO waiters, duplicate requests, releases, a guard releasing for a
 terminated holder, an undeliverable grant, updates (accepted and rejected),

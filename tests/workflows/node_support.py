@@ -8,8 +8,9 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Queries, Signals, node_workflow_id
@@ -89,6 +90,35 @@ class Cluster:
         self.fleet = fleet
         self.name = f"c{uuid.uuid4().hex[:8]}"
         self.semaphore_id = f"test-semaphore/{uuid.uuid4()}"
+        self._incidents: list[NodeHandle] = []
+
+    async def end(self) -> None:
+        """Terminate the permit guards and the semaphore the test left running.
+
+        A replaced node's incident leaves its permit to the guard, which the
+        incident's close cancels; the time-skipping server applies no parent
+        close policy, so there the guard stays open and the permit held. The
+        semaphore's lease expiry timer (or a late cancellation of the guard)
+        would then fire during a later test's time skip with no worker to run
+        it, which stops the shared server's clock.
+        """
+        for incident in self._incidents:
+            for event in (await incident.fetch_history()).events:
+                if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                    child = event.start_child_workflow_execution_initiated_event_attributes
+                    await self._terminate_if_running(child.workflow_id)
+        await self._terminate_if_running(self.semaphore_id)
+
+    async def _terminate_if_running(self, workflow_id: str) -> None:
+        handle = self.client.get_workflow_handle(workflow_id)
+        try:
+            status = (await handle.describe()).status
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return  # never started
+            raise
+        if status == WorkflowExecutionStatus.RUNNING:
+            await handle.terminate("test over")
 
     async def report(
         self,
@@ -127,7 +157,7 @@ class Cluster:
         prior_incidents: int | None,
         prior_attempts: Sequence[Any] | None,
     ) -> NodeHandle:
-        return await self.client.start_workflow(
+        handle = await self.client.start_workflow(
             NodeRemediationWorkflow.run,
             NodeRemediationInput(
                 cluster=self.name,
@@ -144,6 +174,8 @@ class Cluster:
                 EvidenceReport(node=node, evidence=list(evidence), report_id=report_id)
             ],
         )
+        self._incidents.append(handle)
+        return handle
 
     async def holder_and_waiter(
         self, holder_node: str, waiter_node: str, pol: Policy
@@ -185,7 +217,11 @@ async def cluster(
         env.client, fleet.activities(), task_queue, max_concurrent_workflow_tasks=100
     )
     async with worker:
-        yield Cluster(env, task_queue, fleet)
+        c = Cluster(env, task_queue, fleet)
+        try:
+            yield c
+        finally:
+            await c.end()
 
 
 def with_rung(pol: Policy, rung: Any, **changes: Any) -> Policy:

@@ -41,7 +41,10 @@ class SemaphoreHolderWorkflow:
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._finish, timeout=input.hold)
         released_at = workflow.now()
-        await self._permit.release("holder done")
+        if input.leave_to_guard:
+            self._permit.leave_to_guard()
+        else:
+            await self._permit.release("holder done")
         return HolderReport(acquired=True, granted_at=granted_at, released_at=released_at)
 
     @workflow.signal(name=Signals.PERMIT_GRANTED)

@@ -95,6 +95,7 @@ async def start_holder(
     lease: timedelta = timedelta(hours=1),
     hold: timedelta | None = None,
     release: bool = True,
+    leave_to_guard: bool = False,
     acquire_timeout: timedelta = timedelta(minutes=10),
 ) -> WorkflowHandle[SemaphoreHolderWorkflow, HolderReport]:
     """Start a test holder workflow (its id defaults to one derived from the request)."""
@@ -107,6 +108,7 @@ async def start_holder(
             lease=lease,
             hold=hold,
             release=release,
+            leave_to_guard=leave_to_guard,
             acquire_timeout=acquire_timeout,
         ),
         id=workflow_id or f"holder/{semaphore_id}/{request_id}",

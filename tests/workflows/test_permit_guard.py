@@ -118,6 +118,34 @@ async def test_a_dismissed_guard_sends_no_second_release(
         assert len(releases) == 1
 
 
+async def test_a_holder_that_closes_leaves_its_permit_to_the_guard(
+    dev_client: Client, task_queue: str
+) -> None:
+    semaphore_id = new_semaphore_id()
+    async with semaphore_worker(dev_client, task_queue):
+        holder = await start_holder(
+            dev_client, task_queue, semaphore_id, "r", hold=timedelta(0), leave_to_guard=True
+        )
+        next_in_line = await start_holder(dev_client, task_queue, semaphore_id, "next")
+        assert (await holder.result()).acquired
+
+        guard = dev_client.get_workflow_handle(guard_workflow_id(holder.id, "r"))
+        # The holder's close cancelled the guard, and the guard released.
+        assert await guard.result() == RELEASED
+        await assert_eventually(lambda: holder_status(next_in_line), lambda s: s.held)
+        history = await dev_client.get_workflow_handle(semaphore_id).fetch_history()
+        senders = [
+            event.workflow_execution_signaled_event_attributes.external_workflow_execution.workflow_id
+            for event in history.events
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            and event.workflow_execution_signaled_event_attributes.signal_name
+            == Signals.RELEASE_PERMIT
+        ]
+        assert senders == [guard.id]  # one release, from the guard, none from the holder
+        await next_in_line.signal(SemaphoreHolderWorkflow.finish)
+        await next_in_line.result()
+
+
 async def test_timed_out_holder_releases_through_its_guard(
     dev_client: Client, task_queue: str
 ) -> None:

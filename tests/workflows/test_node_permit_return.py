@@ -1,0 +1,32 @@
+"""A replaced node's incident gives its permit back by closing (ADR 007)."""
+
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation.models import Outcome
+from tests.conftest import assert_eventually
+from tests.workflows.node_support import cluster, xid
+from tests.workflows.semaphore_support import semaphore_state
+from workflows.permit_guard import RELEASED
+
+
+async def test_a_replaced_nodes_permit_comes_back_through_its_guard(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # On the dev server: the time-skipping server applies no parent close policy.
+    async with cluster(dev_env, task_queue) as c:
+        handle = await c.report("gpu-70", xid(79), prior_incidents=5)
+        assert (await handle.result()).outcome == Outcome.REPLACED
+
+        guards = [
+            event.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            for event in (await handle.fetch_history()).events
+            if event.HasField("start_child_workflow_execution_initiated_event_attributes")
+        ]
+        assert len(guards) == 1
+        guard = c.client.get_workflow_handle(guards[0])
+        assert await guard.result() == RELEASED
+        assert (await guard.describe()).status == WorkflowExecutionStatus.COMPLETED
+        await assert_eventually(
+            lambda: semaphore_state(c.client, c.semaphore_id), lambda s: not s.holders
+        )
