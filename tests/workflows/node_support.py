@@ -8,9 +8,8 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Queries, Signals, node_workflow_id
@@ -31,6 +30,7 @@ from gpu_remediation.workflow_models import (
 )
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet
+from tests.workflows.semaphore_support import child_workflow_ids, terminate_if_running
 from worker import build_worker
 from workflows.node_remediation import NodeRemediationWorkflow
 
@@ -103,22 +103,9 @@ class Cluster:
         it, which stops the shared server's clock.
         """
         for incident in self._incidents:
-            for event in (await incident.fetch_history()).events:
-                if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
-                    child = event.start_child_workflow_execution_initiated_event_attributes
-                    await self._terminate_if_running(child.workflow_id)
-        await self._terminate_if_running(self.semaphore_id)
-
-    async def _terminate_if_running(self, workflow_id: str) -> None:
-        handle = self.client.get_workflow_handle(workflow_id)
-        try:
-            status = (await handle.describe()).status
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return  # never started
-            raise
-        if status == WorkflowExecutionStatus.RUNNING:
-            await handle.terminate("test over")
+            for guard_id in await child_workflow_ids(incident):
+                await terminate_if_running(self.client, guard_id)
+        await terminate_if_running(self.client, self.semaphore_id)
 
     async def report(
         self,

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
@@ -205,6 +206,26 @@ async def end_semaphore_test(
     for request_id, holder in holders.items():
         ids += [holder.id, guard_workflow_id(holder.id, request_id)]
     for workflow_id in ids:
-        handle = client.get_workflow_handle(workflow_id)
-        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-            await handle.terminate("test over")
+        await terminate_if_running(client, workflow_id)
+
+
+async def terminate_if_running(client: Client, workflow_id: str) -> None:
+    """Terminate a workflow a test left running; one never started is fine."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        status = (await handle.describe()).status
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return
+        raise
+    if status == WorkflowExecutionStatus.RUNNING:
+        await handle.terminate("test over")
+
+
+async def child_workflow_ids(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """Ids of the children a workflow started (a holder's permit guards)."""
+    return [
+        event.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for event in (await handle.fetch_history()).events
+        if event.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]

@@ -6,7 +6,7 @@ from temporalio.testing import WorkflowEnvironment
 from gpu_remediation.models import Outcome
 from tests.conftest import assert_eventually
 from tests.workflows.node_support import cluster, xid
-from tests.workflows.semaphore_support import semaphore_state
+from tests.workflows.semaphore_support import child_workflow_ids, semaphore_state
 from workflows.permit_guard import RELEASED
 
 
@@ -18,11 +18,7 @@ async def test_a_replaced_nodes_permit_comes_back_through_its_guard(
         handle = await c.report("gpu-70", xid(79), prior_incidents=5)
         assert (await handle.result()).outcome == Outcome.REPLACED
 
-        guards = [
-            event.start_child_workflow_execution_initiated_event_attributes.workflow_id
-            for event in (await handle.fetch_history()).events
-            if event.HasField("start_child_workflow_execution_initiated_event_attributes")
-        ]
+        guards = await child_workflow_ids(handle)
         assert len(guards) == 1
         guard = c.client.get_workflow_handle(guards[0])
         assert await guard.result() == RELEASED
