@@ -123,10 +123,14 @@ async def test_a_holder_that_closes_leaves_its_permit_to_the_guard(
 ) -> None:
     semaphore_id = new_semaphore_id()
     async with semaphore_worker(dev_client, task_queue):
-        holder = await start_holder(
-            dev_client, task_queue, semaphore_id, "r", hold=timedelta(0), leave_to_guard=True
-        )
+        holder = await start_holder(dev_client, task_queue, semaphore_id, "r", leave_to_guard=True)
+        # "next" asks only once "r" holds: the order of two first requests is a race.
+        await assert_eventually(lambda: holder_status(holder), lambda s: s.held)
         next_in_line = await start_holder(dev_client, task_queue, semaphore_id, "next")
+        await assert_eventually(
+            lambda: semaphore_state(dev_client, semaphore_id), lambda s: "next" in waiter_ids(s)
+        )
+        await holder.signal(SemaphoreHolderWorkflow.finish)
         assert (await holder.result()).acquired
 
         guard = dev_client.get_workflow_handle(guard_workflow_id(holder.id, "r"))
