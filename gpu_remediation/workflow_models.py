@@ -69,6 +69,10 @@ class NodeRemediationState(Model):
     paused: bool
     dry_run: bool
     evidence: list[Evidence]
+    active_evidence: list[Evidence] = Field(
+        default_factory=list,
+        description="The evidence still in force (raised and not cleared since), oldest first.",
+    )
     attempts: list[RungAttempt]
     decisions: list[Decision]
     outcome: Outcome | None

@@ -27,6 +27,10 @@ The rules (also in docs/architecture.md, "Node-condition watcher"):
 - Report ids are derived from node, condition type and episode start, so a
   restarted watcher that reports the same episode again is deduplicated by
   the incident.
+- A restarted watcher adopts (``adopt``) the conditions an open incident
+  still holds on a node that is healthy now: the episode ends after the
+  rule's grace of health, counted from the condition's last transition, and
+  its recovery is sent as if the watcher had never stopped.
 """
 
 from __future__ import annotations
@@ -199,6 +203,11 @@ class ConditionTracker:
         # problem's lastTransitionTime may start its episode).
         self._healthy_seen: dict[str, dict[str, datetime]] = {}
 
+    @property
+    def source(self) -> str:
+        """``source`` of the evidence this tracker produces."""
+        return self._source
+
     # ---------------------------------------------------------------- inputs
 
     def observe(
@@ -241,6 +250,64 @@ class ConditionTracker:
         for node, conditions in nodes.items():
             reports += self.observe(node, conditions, now)
         return reports
+
+    def adopt(
+        self,
+        node: str,
+        reported: ConditionEvidence,
+        start: datetime,
+        current: ObservedCondition | None,
+        now: datetime,
+    ) -> list[ConditionReport]:
+        """Take over an episode reported before this tracker existed; return what to send now.
+
+        A watcher that was down while a condition recovered finds, when it lists
+        again, a healthy node whose open incident still holds the condition: no
+        episode of its own would ever send that recovery. The episode is taken
+        over as reported and healthy: since the condition's
+        ``lastTransitionTime`` when that lies between the episode's start and
+        now, else since now (the moment it recovered is unknown). It then ends
+        like any other, sending the clear once healthy for the rule's grace.
+
+        Nothing changes when an episode of this condition is open already (it
+        is a problem now, so it goes on as usual) or when no rule covers the
+        reported condition any more.
+
+        Args:
+            node: The node whose incident holds the condition.
+            reported: The condition evidence still in force in the incident.
+            start: When the incident's streak of this condition began (the
+                episode start a watcher reports as the evidence's time).
+            current: The node's condition of that type in the listing, or None
+                if it has none.
+            now: The current time.
+        """
+        if reported.type in self._episodes.get(node, {}):
+            return []
+        rule = self._triggers.rule_for(reported.type, reported.status, reported.reason)
+        if rule is None:
+            return []
+        healthy_since = now
+        if current is not None:
+            transition = current.last_transition
+            if transition is not None and start <= transition <= now:
+                healthy_since = transition
+        latest = ObservedCondition(
+            type=reported.type,
+            status=reported.status,
+            reason=reported.reason,
+            message=reported.message,
+        )
+        episode = _Episode(
+            start=start,
+            grace=rule.grace,
+            latest=latest,
+            healthy_since=healthy_since,
+            healthy=current,
+            reported_detail=fault_detail(latest),
+        )
+        self._episodes.setdefault(node, {})[reported.type] = episode
+        return self._maybe_end(node, reported.type, episode, now)
 
     def tick(self, now: datetime) -> list[ConditionReport]:
         """Fire grace periods and clear periods that ran out with no new observation."""

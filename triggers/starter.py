@@ -9,9 +9,11 @@ report is delivered once per ``report_id`` (the workflow drops repeats).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.common import QueryRejectCondition
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -19,12 +21,15 @@ from gpu_remediation.ids import (
     NODE_WORKFLOW_TYPE,
     SEMAPHORE_WORKFLOW_ID,
     TASK_QUEUE,
+    Queries,
     Signals,
     node_workflow_id,
 )
 from gpu_remediation.models import Evidence, EvidenceReport
 from gpu_remediation.policy import Policy
-from gpu_remediation.workflow_models import NodeRemediationInput
+from gpu_remediation.workflow_models import NodeRemediationInput, NodeRemediationState
+
+log = logging.getLogger("gpu_remediation.starter")
 
 START_RACE_ATTEMPTS = 3
 """Signal-with-start attempts when a concurrent report won the start race."""
@@ -137,6 +142,52 @@ class IncidentStarter:
                     raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
                 raise
         return workflow_id
+
+    async def open_incidents(self) -> list[NodeRemediationState]:
+        """The state of every running incident of this cluster.
+
+        Found through visibility by workflow id prefix (not the cluster search
+        attribute, which is set only after triage), then each is queried. An
+        incident that closes in between is left out. Visibility lags a little:
+        an incident started in the last second may be missing.
+
+        Raises:
+            TemporalUnavailableError: If Temporal could not answer now.
+            temporalio.service.RPCError: For any other refusal by the server.
+        """
+        # Derived from node_workflow_id so the two can never disagree.
+        prefix = self.workflow_id("n").removesuffix("n")
+        query = (
+            f"WorkflowType = '{NODE_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
+            f"AND WorkflowId STARTS_WITH '{prefix}'"
+        )
+        states: list[NodeRemediationState] = []
+        try:
+            async for execution in self._client.list_workflows(query):
+                handle = self._client.get_workflow_handle(execution.id, run_id=execution.run_id)
+                try:
+                    states.append(
+                        await handle.query(
+                            Queries.STATE,
+                            result_type=NodeRemediationState,
+                            reject_condition=QueryRejectCondition.NOT_OPEN,
+                        )
+                    )
+                except WorkflowQueryRejectedError:
+                    continue  # closed since it was listed
+                except WorkflowQueryFailedError as err:
+                    # One incident's broken state must not hide the others'.
+                    log.warning("incident %s did not answer its state query: %s", execution.id, err)
+                    continue
+                except RPCError as err:
+                    if err.status == RPCStatusCode.NOT_FOUND:
+                        continue
+                    raise
+        except RPCError as err:
+            if err.status in _UNAVAILABLE:
+                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+            raise
+        return states
 
     async def report_recovery(
         self, node: str, evidence: Sequence[Evidence], *, report_id: str | None = None

@@ -131,6 +131,7 @@ class NodeRemediationWorkflow:
             paused=self._paused,
             dry_run=self._dry_run,
             evidence=list(self._record.evidence),
+            active_evidence=self._record.active_evidence(),
             attempts=list(self._record.attempts),
             decisions=list(self._record.decisions),
             outcome=self._outcome,

@@ -1,0 +1,127 @@
+"""A recovery that happens while the watcher is down still reaches the node's incident."""
+
+from __future__ import annotations
+
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation.ids import node_workflow_id
+from gpu_remediation.models import Outcome
+from tests.conftest import assert_eventually
+from tests.triggers.watcher_support import (
+    GPU_LABELS,
+    conditions_of,
+    emulator,
+    evidence_reports,
+    make_watcher,
+    running,
+    terminate_incidents,
+    watcher_policy,
+)
+from tests.workflows.node_support import cluster
+from workflows.node_remediation import NodeRemediationWorkflow
+
+
+async def test_a_node_that_recovered_while_the_watcher_was_down_is_cleared_by_the_next_watcher(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # The incident is in its own 5-minute grace (node_not_ready) when the
+    # watcher stops; the node recovers unseen. The next watcher finds the
+    # incident holding Ready=False on a Ready node and sends the recovery,
+    # so the incident closes as transient instead of quarantining the node.
+    with emulator() as emu:
+        emu.store.put_node("gpu-r", labels=GPU_LABELS)
+        async with cluster(dev_env, task_queue) as c:
+            policy = watcher_policy(Ready="1s")
+            handle = c.client.get_workflow_handle_for(
+                NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-r")
+            )
+
+            async def stage() -> str | None:
+                try:
+                    return (await c.state(handle)).stage
+                except RPCError as err:  # not started yet
+                    if err.status != RPCStatusCode.NOT_FOUND:
+                        raise
+                    return None
+
+            with emu.api_client() as api:
+                first = make_watcher(
+                    api,
+                    c.client,
+                    policy,
+                    cluster=c.name,
+                    task_queue=task_queue,
+                    semaphore_workflow_id=c.semaphore_id,
+                )
+                async with running(first):
+                    emu.store.set_node_ready("gpu-r", False)
+                    await assert_eventually(stage, lambda s: s == "grace", timeout=15)
+                emu.store.set_node_ready("gpu-r", True)
+                second = make_watcher(
+                    api,
+                    c.client,
+                    policy,
+                    cluster=c.name,
+                    task_queue=task_queue,
+                    semaphore_workflow_id=c.semaphore_id,
+                )
+                async with running(second):
+                    result = await handle.result()
+            reports = await evidence_reports(c.client, c.name, "gpu-r")
+    assert result.outcome == Outcome.TRANSIENT
+    assert c.fleet.side_effects() == []
+    assert [e.cleared for e in conditions_of(reports)] == [False, True]
+
+
+async def test_a_node_still_failing_after_the_restart_gets_no_recovery(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with emulator() as emu:
+        emu.store.put_node("gpu-s", labels=GPU_LABELS)
+        async with cluster(dev_env, task_queue) as c:
+            policy = watcher_policy(Ready="1s")
+            handle = c.client.get_workflow_handle_for(
+                NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-s")
+            )
+
+            async def stage() -> str | None:
+                try:
+                    return (await c.state(handle)).stage
+                except RPCError as err:
+                    if err.status != RPCStatusCode.NOT_FOUND:
+                        raise
+                    return None
+
+            with emu.api_client() as api:
+                watchers = [
+                    make_watcher(
+                        api,
+                        c.client,
+                        policy,
+                        cluster=c.name,
+                        task_queue=task_queue,
+                        semaphore_workflow_id=c.semaphore_id,
+                    )
+                    for _ in range(2)
+                ]
+                async with running(watchers[0]):
+                    emu.store.set_node_ready("gpu-s", False)
+                    await assert_eventually(stage, lambda s: s == "grace", timeout=15)
+                async with running(watchers[1]) as second:
+
+                    async def lookups() -> int:
+                        return second.lookups_done
+
+                    # Its listing has been checked against the open incident:
+                    # the problem goes on as its own episode, nothing is cleared.
+                    await assert_eventually(lookups, lambda n: n >= 1, timeout=15)
+                    [episode] = second.tracker.episodes()
+                    assert episode.problem
+                    assert [r.kind for r in second.delivered if r.kind == "clear"] == []
+            reports = await evidence_reports(c.client, c.name, "gpu-s")
+            await terminate_incidents(c.client, c.name, "gpu-s")
+    # The new watcher reports the same episode again (same report id, which
+    # the incident drops), and clears nothing.
+    assert len({r.report_id for r in reports}) == 1
+    assert not any(e.cleared for e in conditions_of(reports))
