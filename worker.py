@@ -41,6 +41,7 @@ from activities.temporal import TemporalActivities
 from gpu_remediation.health import HealthServer
 from gpu_remediation.ids import TASK_QUEUE
 from gpu_remediation.logging_setup import ActivityLogContextInterceptor, configure_logging
+from gpu_remediation.process_exit import exit_now
 from gpu_remediation.settings import Settings
 from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
@@ -178,3 +179,6 @@ async def temporal_ready(client: Client) -> tuple[bool, str]:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    # The SDK core's threads can crash interpreter finalization (see
+    # gpu_remediation.process_exit): leave without it.
+    exit_now(0)

@@ -17,6 +17,7 @@ from cli.receiver import receiver
 from cli.sim import sim_app
 from cli.watch import watch
 from cli.worker import worker_app
+from gpu_remediation.process_exit import exit_now, exit_status
 
 app = typer.Typer(
     name="remediate",
@@ -34,5 +35,19 @@ app.add_typer(worker_app)  # worker
 app.add_typer(sim_app)  # sim
 app.add_typer(demo_app)  # demo
 
+
+def main() -> None:
+    """The ``remediate`` entry point: run the command, then exit without finalizing.
+
+    See :mod:`gpu_remediation.process_exit`: the SDK core's threads can crash
+    the interpreter's finalization, turning a clean exit into an abort.
+    """
+    try:
+        app()
+    except SystemExit as done:
+        exit_now(exit_status(done.code))
+    exit_now(0)
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -158,4 +158,4 @@ def test_the_build_context_builds_a_complete_wheel(tmp_path: Path) -> None:
     ):
         assert module in names, module
     [entry_points] = [n for n in names if n.endswith("entry_points.txt")]
-    assert "remediate = cli.main:app" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "remediate = cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
