@@ -40,7 +40,6 @@ __all__ = [
     "machine_notes",
     "poll_until",
     "proc_cpu_seconds",
-    "reference_work_ms",
     "rss_mb",
     "system_busy_seconds",
 ]
@@ -54,23 +53,6 @@ def system_busy_seconds() -> float:
     # user nice system idle iowait irq softirq steal ...: everything but idle and iowait.
     busy = sum(fields[:3]) + sum(fields[5:8])
     return busy / os.sysconf("SC_CLK_TCK")
-
-
-def reference_work_ms(repeats: int = 5) -> float:
-    """CPU milliseconds a fixed piece of pure-Python work takes right now (best of ``repeats``).
-
-    The host's speed drifts (the same benchmark work has cost up to 40% more CPU
-    in one run than in another on this machine, with nothing else busy); a run
-    that reports a high value here ran on a slow host.
-    """
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.process_time()
-        total = 0
-        for i in range(1_000_000):
-            total += i * i
-        best = min(best, time.process_time() - start)
-    return best * 1000
 
 
 @dataclass
