@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.common import QueryRejectCondition
@@ -33,6 +34,9 @@ log = logging.getLogger("gpu_remediation.starter")
 
 START_RACE_ATTEMPTS = 3
 """Signal-with-start attempts when a concurrent report won the start race."""
+
+LOOKUP_RPC_TIMEOUT = timedelta(seconds=10)
+"""Longest wait for one call of ``open_incidents`` (a list page or a state query)."""
 
 # RPC statuses that mean "the server could not take it now; try again later".
 _UNAVAILABLE = frozenset(
@@ -163,7 +167,9 @@ class IncidentStarter:
         )
         states: list[NodeRemediationState] = []
         try:
-            async for execution in self._client.list_workflows(query):
+            async for execution in self._client.list_workflows(
+                query, rpc_timeout=LOOKUP_RPC_TIMEOUT
+            ):
                 handle = self._client.get_workflow_handle(execution.id, run_id=execution.run_id)
                 try:
                     states.append(
@@ -171,6 +177,9 @@ class IncidentStarter:
                             Queries.STATE,
                             result_type=NodeRemediationState,
                             reject_condition=QueryRejectCondition.NOT_OPEN,
+                            # Answered by a worker: with none up, fail (and be
+                            # retried) rather than hang the lookup.
+                            rpc_timeout=LOOKUP_RPC_TIMEOUT,
                         )
                     )
                 except WorkflowQueryRejectedError:
