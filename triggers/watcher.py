@@ -17,8 +17,9 @@ Two halves joined by an ``asyncio.Queue``:
   :class:`~triggers.starter.IncidentStarter` (signal-with-start); recoveries
   are only signalled to a running incident, since a recovery alone must not
   start one. While Temporal is unavailable, reports wait in an outbox and
-  are retried. After each listing it looks up the cluster's open incidents
-  so that a recovery nobody watched (the watcher was down) is still sent.
+  are retried. After each listing, :class:`~triggers.unseen_recoveries.UnseenRecoveries`
+  looks up the cluster's open incidents so that a recovery nobody watched
+  (the watcher was down) is still sent.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from gpu_remediation.models import ConditionEvidence, Evidence, Model, NodeName
-from gpu_remediation.workflow_models import NodeRemediationState
+from gpu_remediation.models import Model, NodeName
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
 from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter, TemporalUnavailableError
+from triggers.unseen_recoveries import UnseenRecoveries
 
 log = logging.getLogger("gpu_remediation.watcher")
 
@@ -381,16 +382,9 @@ class NodeConditionWatcher:
         self._delivery_failures = 0
         self._queue: asyncio.Queue[NodeEvent] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._starter = starter
-        # The latest listing whose open incidents are still to be looked at, and
-        # the lookup under way (see _reconcile).
-        self._unreconciled: dict[str, list[ObservedCondition]] | None = None
-        self._lookup: asyncio.Task[list[NodeRemediationState]] | None = None
-        self._lookup_listing: dict[str, list[ObservedCondition]] = {}
-        self._lookup_failures = 0
-        self._lookup_retry_at = 0.0
-        self.lookups_done = 0
-        """Listings whose open incidents have been looked up (for status and tests)."""
+        self.unseen_recoveries = UnseenRecoveries(
+            starter, self.tracker, backoff_initial=backoff_initial, backoff_max=backoff_max
+        )
         self.source = NodeSource(
             k8s.CoreV1Api(api_client),
             self.selector,
@@ -449,7 +443,7 @@ class NodeConditionWatcher:
                     while not self._queue.empty():
                         reports += self._apply(self._queue.get_nowait())
                 reports += self.tracker.tick(self._clock())
-                reports += self._reconcile()
+                reports += self.unseen_recoveries.poll(self._clock())
                 for report in reports:
                     log.info(
                         "%s: %s %s=%s (%s) [%s]",
@@ -464,10 +458,10 @@ class NodeConditionWatcher:
                 self._outbox.extend(reports)
                 await self._flush()
         finally:
-            for task in (getter, stopped, self._lookup):
+            for task in (getter, stopped):
                 if task is not None:
                     task.cancel()
-            self._lookup = None
+            self.unseen_recoveries.cancel()
             await self._stop_source(thread)
             if self._outbox:
                 log.warning("stopping with %d undelivered report(s)", len(self._outbox))
@@ -488,66 +482,12 @@ class NodeConditionWatcher:
         now = self._clock()
         if isinstance(event, Listed):
             listing = {n.name: n.conditions for n in event.nodes}
-            self._unreconciled = listing
+            self.unseen_recoveries.listed(listing)
             return self.tracker.resync(listing, now)
         if isinstance(event, Changed):
             return self.tracker.observe(event.node.name, event.node.conditions, now)
         self.tracker.forget(event.name)
         return []
-
-    def _reconcile(self) -> list[ConditionReport]:
-        """After a listing, send the recoveries that happened while nobody watched.
-
-        A condition that cleared while the watcher was down (or between a lost
-        watch and the re-list) leaves its incident waiting for a recovery that
-        no episode of this watcher would send. So after each listing the open
-        incidents of the cluster are looked up (in the background: queries
-        need a worker) and the watcher's conditions they still hold on healthy
-        nodes are adopted by the tracker, which then clears them after the
-        rule's grace like any other episode. A failed lookup is retried with
-        backoff; a newer listing replaces a waiting one.
-        """
-        lookup = self._lookup
-        if lookup is not None:
-            if not lookup.done():
-                return []
-            self._lookup = None
-            try:
-                states = lookup.result()
-            except (TemporalUnavailableError, RPCError) as err:
-                self._lookup_failures += 1
-                delay = min(
-                    self._backoff_initial * 2 ** (self._lookup_failures - 1), self._backoff_max
-                )
-                self._lookup_retry_at = time.monotonic() + delay
-                if self._unreconciled is None:
-                    self._unreconciled = self._lookup_listing
-                log.warning("could not look up open incidents (%s); retrying in %.1fs", err, delay)
-                return []
-            self._lookup_failures = 0
-            self.lookups_done += 1
-            return self._adopt(states, self._lookup_listing)
-        if self._unreconciled is not None and time.monotonic() >= self._lookup_retry_at:
-            self._lookup_listing, self._unreconciled = self._unreconciled, None
-            self._lookup = asyncio.create_task(self._starter.open_incidents())
-        return []
-
-    def _adopt(
-        self, states: list[NodeRemediationState], listing: dict[str, list[ObservedCondition]]
-    ) -> list[ConditionReport]:
-        now = self._clock()
-        reports: list[ConditionReport] = []
-        for state in states:
-            conditions = listing.get(state.node)
-            if conditions is None:
-                continue  # not a node this watcher watches (or it is gone)
-            for held in state.active_evidence:
-                if not isinstance(held, ConditionEvidence) or held.source != self.tracker.source:
-                    continue
-                current = next((c for c in conditions if c.type == held.type), None)
-                start = _streak_start(state.evidence, held)
-                reports += self.tracker.adopt(state.node, held, start, current, now)
-        return reports
 
     def _log_extra(self, report: ConditionReport) -> dict[str, str | None]:
         # JSON log lines name the node and its incident's workflow.
@@ -596,16 +536,3 @@ class NodeConditionWatcher:
                     self._metrics.reports.labels(report.kind).inc()
             self._outbox.popleft()
             self._delivery_failures = 0
-
-
-def _streak_start(history: list[Evidence], held: Evidence) -> datetime:
-    """When the incident's current streak of ``held``'s signal began (after its last clear)."""
-    start: datetime | None = None
-    for item in history:
-        if item.key != held.key:
-            continue
-        if item.cleared:
-            start = None
-        elif start is None:
-            start = item.observed_at
-    return start or held.observed_at

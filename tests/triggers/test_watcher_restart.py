@@ -111,7 +111,7 @@ async def test_a_node_still_failing_after_the_restart_gets_no_recovery(
                 async with running(watchers[1]) as second:
 
                     async def lookups() -> int:
-                        return second.lookups_done
+                        return second.unseen_recoveries.lookups_done
 
                     # Its listing has been checked against the open incident:
                     # the problem goes on as its own episode, nothing is cleared.
