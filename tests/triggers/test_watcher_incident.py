@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import node_workflow_id
@@ -11,6 +10,7 @@ from tests.conftest import assert_eventually
 from tests.triggers.watcher_support import (
     GPU_LABELS,
     emulator,
+    incident_stage,
     make_watcher,
     running,
     watcher_policy,
@@ -38,20 +38,14 @@ async def test_a_not_ready_node_that_recovers_during_the_incidents_grace_closes_
                 )
                 async with running(watcher):
                     emu.store.set_node_ready("gpu-t", False)
-                    handle = c.client.get_workflow_handle_for(
-                        NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-t")
+                    await assert_eventually(
+                        lambda: incident_stage(c.client, c.name, "gpu-t"),
+                        lambda stage: stage == "grace",
+                        timeout=15,
                     )
-
-                    async def stage() -> str | None:
-                        try:
-                            return (await c.state(handle)).stage
-                        except RPCError as err:  # not started yet
-                            if err.status != RPCStatusCode.NOT_FOUND:
-                                raise
-                            return None
-
-                    await assert_eventually(stage, lambda s: s == "grace", timeout=15)
                     emu.store.set_node_ready("gpu-t", True)
-                    result = await handle.result()
+                    result = await c.client.get_workflow_handle_for(
+                        NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-t")
+                    ).result()
     assert result.outcome == Outcome.TRANSIENT
     assert c.fleet.side_effects() == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import node_workflow_id
@@ -13,61 +12,52 @@ from tests.triggers.watcher_support import (
     conditions_of,
     emulator,
     evidence_reports,
+    incident_stage,
     make_watcher,
     running,
     terminate_incidents,
     watcher_policy,
 )
-from tests.workflows.node_support import cluster
+from tests.workflows.node_support import Cluster, cluster
+from triggers.watcher import NodeConditionWatcher
 from workflows.node_remediation import NodeRemediationWorkflow
+
+
+def new_watcher(api: object, c: Cluster, task_queue: str) -> NodeConditionWatcher:
+    """A watcher of the test's cluster; the node_not_ready class waits 5 minutes itself."""
+    return make_watcher(
+        api,
+        c.client,
+        watcher_policy(Ready="1s"),
+        cluster=c.name,
+        task_queue=task_queue,
+        semaphore_workflow_id=c.semaphore_id,
+    )
 
 
 async def test_a_node_that_recovered_while_the_watcher_was_down_is_cleared_by_the_next_watcher(
     dev_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    # The incident is in its own 5-minute grace (node_not_ready) when the
-    # watcher stops; the node recovers unseen. The next watcher finds the
-    # incident holding Ready=False on a Ready node and sends the recovery,
-    # so the incident closes as transient instead of quarantining the node.
+    # The incident is in its own grace when the watcher stops; the node
+    # recovers unseen. The next watcher finds the incident holding
+    # Ready=False on a Ready node and sends the recovery, so the incident
+    # closes as transient instead of quarantining the node.
     with emulator() as emu:
         emu.store.put_node("gpu-r", labels=GPU_LABELS)
         async with cluster(dev_env, task_queue) as c:
-            policy = watcher_policy(Ready="1s")
-            handle = c.client.get_workflow_handle_for(
-                NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-r")
-            )
-
-            async def stage() -> str | None:
-                try:
-                    return (await c.state(handle)).stage
-                except RPCError as err:  # not started yet
-                    if err.status != RPCStatusCode.NOT_FOUND:
-                        raise
-                    return None
-
             with emu.api_client() as api:
-                first = make_watcher(
-                    api,
-                    c.client,
-                    policy,
-                    cluster=c.name,
-                    task_queue=task_queue,
-                    semaphore_workflow_id=c.semaphore_id,
-                )
-                async with running(first):
+                async with running(new_watcher(api, c, task_queue)):
                     emu.store.set_node_ready("gpu-r", False)
-                    await assert_eventually(stage, lambda s: s == "grace", timeout=15)
+                    await assert_eventually(
+                        lambda: incident_stage(c.client, c.name, "gpu-r"),
+                        lambda stage: stage == "grace",
+                        timeout=15,
+                    )
                 emu.store.set_node_ready("gpu-r", True)
-                second = make_watcher(
-                    api,
-                    c.client,
-                    policy,
-                    cluster=c.name,
-                    task_queue=task_queue,
-                    semaphore_workflow_id=c.semaphore_id,
-                )
-                async with running(second):
-                    result = await handle.result()
+                async with running(new_watcher(api, c, task_queue)):
+                    result = await c.client.get_workflow_handle_for(
+                        NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-r")
+                    ).result()
             reports = await evidence_reports(c.client, c.name, "gpu-r")
     assert result.outcome == Outcome.TRANSIENT
     assert c.fleet.side_effects() == []
@@ -80,35 +70,15 @@ async def test_a_node_still_failing_after_the_restart_gets_no_recovery(
     with emulator() as emu:
         emu.store.put_node("gpu-s", labels=GPU_LABELS)
         async with cluster(dev_env, task_queue) as c:
-            policy = watcher_policy(Ready="1s")
-            handle = c.client.get_workflow_handle_for(
-                NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-s")
-            )
-
-            async def stage() -> str | None:
-                try:
-                    return (await c.state(handle)).stage
-                except RPCError as err:
-                    if err.status != RPCStatusCode.NOT_FOUND:
-                        raise
-                    return None
-
             with emu.api_client() as api:
-                watchers = [
-                    make_watcher(
-                        api,
-                        c.client,
-                        policy,
-                        cluster=c.name,
-                        task_queue=task_queue,
-                        semaphore_workflow_id=c.semaphore_id,
-                    )
-                    for _ in range(2)
-                ]
-                async with running(watchers[0]):
+                async with running(new_watcher(api, c, task_queue)):
                     emu.store.set_node_ready("gpu-s", False)
-                    await assert_eventually(stage, lambda s: s == "grace", timeout=15)
-                async with running(watchers[1]) as second:
+                    await assert_eventually(
+                        lambda: incident_stage(c.client, c.name, "gpu-s"),
+                        lambda stage: stage == "grace",
+                        timeout=15,
+                    )
+                async with running(new_watcher(api, c, task_queue)) as second:
 
                     async def lookups() -> int:
                         return second.unseen_recoveries.lookups_done

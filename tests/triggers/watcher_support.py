@@ -13,10 +13,11 @@ from kubernetes import client as k8s
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from gpu_remediation.ids import Signals, node_workflow_id
+from gpu_remediation.ids import Queries, Signals, node_workflow_id
 from gpu_remediation.models import ConditionEvidence, EvidenceReport
 from gpu_remediation.policy import ConditionRule, Policy, TriggerPolicy
 from gpu_remediation.policy_loader import load_policy
+from gpu_remediation.workflow_models import NodeRemediationState
 from simulator.kube_api import KubeApiServer, KubeStore
 from triggers.starter import IncidentStarter
 from triggers.watcher import NodeConditionWatcher
@@ -177,3 +178,15 @@ async def terminate_incidents(client: Client, cluster: str, *nodes: str) -> None
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
+
+
+async def incident_stage(client: Client, cluster: str, node: str) -> str | None:
+    """The stage of the node's incident, or None while it has not started."""
+    handle = client.get_workflow_handle(node_workflow_id(cluster, node))
+    try:
+        state = await handle.query(Queries.STATE, result_type=NodeRemediationState)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
+    return state.stage
