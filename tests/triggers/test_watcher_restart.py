@@ -9,6 +9,7 @@ from gpu_remediation.models import Outcome
 from tests.conftest import assert_eventually
 from tests.triggers.watcher_support import (
     GPU_LABELS,
+    Emulator,
     conditions_of,
     emulator,
     evidence_reports,
@@ -35,6 +36,17 @@ def new_watcher(api: object, c: Cluster, task_queue: str) -> NodeConditionWatche
     )
 
 
+async def watch_it_fail(emu: Emulator, api: object, c: Cluster, task_queue: str, node: str) -> None:
+    """A first watcher sees ``node`` turn NotReady and stops once its incident is in grace."""
+    async with running(new_watcher(api, c, task_queue)):
+        emu.store.set_node_ready(node, False)
+        await assert_eventually(
+            lambda: incident_stage(c.client, c.name, node),
+            lambda stage: stage == "grace",
+            timeout=15,
+        )
+
+
 async def test_a_node_that_recovered_while_the_watcher_was_down_is_cleared_by_the_next_watcher(
     dev_env: WorkflowEnvironment, task_queue: str
 ) -> None:
@@ -46,13 +58,7 @@ async def test_a_node_that_recovered_while_the_watcher_was_down_is_cleared_by_th
         emu.store.put_node("gpu-r", labels=GPU_LABELS)
         async with cluster(dev_env, task_queue) as c:
             with emu.api_client() as api:
-                async with running(new_watcher(api, c, task_queue)):
-                    emu.store.set_node_ready("gpu-r", False)
-                    await assert_eventually(
-                        lambda: incident_stage(c.client, c.name, "gpu-r"),
-                        lambda stage: stage == "grace",
-                        timeout=15,
-                    )
+                await watch_it_fail(emu, api, c, task_queue, "gpu-r")
                 emu.store.set_node_ready("gpu-r", True)
                 async with running(new_watcher(api, c, task_queue)):
                     result = await c.client.get_workflow_handle_for(
@@ -71,13 +77,7 @@ async def test_a_node_still_failing_after_the_restart_gets_no_recovery(
         emu.store.put_node("gpu-s", labels=GPU_LABELS)
         async with cluster(dev_env, task_queue) as c:
             with emu.api_client() as api:
-                async with running(new_watcher(api, c, task_queue)):
-                    emu.store.set_node_ready("gpu-s", False)
-                    await assert_eventually(
-                        lambda: incident_stage(c.client, c.name, "gpu-s"),
-                        lambda stage: stage == "grace",
-                        timeout=15,
-                    )
+                await watch_it_fail(emu, api, c, task_queue, "gpu-s")
                 async with running(new_watcher(api, c, task_queue)) as second:
 
                     async def lookups() -> int:
