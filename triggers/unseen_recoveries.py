@@ -18,24 +18,33 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from temporalio.service import RPCError
 
 from gpu_remediation.models import ConditionEvidence, Evidence
 from gpu_remediation.workflow_models import NodeRemediationState
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
-from triggers.starter import IncidentStarter, TemporalUnavailableError
+from triggers.starter import TemporalUnavailableError
 
 log = logging.getLogger("gpu_remediation.watcher")
 
 Listing = Mapping[str, Sequence[ObservedCondition]]
 
 
+class OpenIncidents(Protocol):
+    """Where the open incidents come from (``IncidentStarter`` in the watcher)."""
+
+    async def open_incidents(self) -> list[NodeRemediationState]:
+        """The state of every running incident of the cluster."""
+        ...
+
+
 class UnseenRecoveries:
     """Checks each listing against the open incidents; driven by the watcher's loop.
 
     Args:
-        starter: Finds the cluster's open incidents.
+        incidents: Finds the cluster's open incidents.
         tracker: The watcher's tracker, which adopts what the incidents hold.
         backoff_initial: First delay after a failed lookup, seconds.
         backoff_max: Cap of the exponential backoff, seconds.
@@ -43,13 +52,13 @@ class UnseenRecoveries:
 
     def __init__(
         self,
-        starter: IncidentStarter,
+        incidents: OpenIncidents,
         tracker: ConditionTracker,
         *,
         backoff_initial: float,
         backoff_max: float,
     ) -> None:
-        self._starter = starter
+        self._incidents = incidents
         self._tracker = tracker
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -93,7 +102,7 @@ class UnseenRecoveries:
             return self._adopt(states, self._lookup_listing, now)
         if self._waiting is not None and time.monotonic() >= self._retry_at:
             self._lookup_listing, self._waiting = self._waiting, None
-            self._lookup = asyncio.create_task(self._starter.open_incidents())
+            self._lookup = asyncio.create_task(self._incidents.open_incidents())
         return []
 
     def cancel(self) -> None:
