@@ -26,7 +26,7 @@ from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import RPCError, RPCStatusCode
 
 from cli.output import CliError, ExitCode
-from gpu_remediation.ids import node_workflow_id
+from gpu_remediation.ids import node_workflow_id, node_workflow_id_prefix
 from triggers.starter import TemporalUnavailableError
 
 T = TypeVar("T")
@@ -189,8 +189,10 @@ def cluster_prefix(cluster: str) -> str:
     Raises:
         CliError: Exit code 2 if the cluster name is invalid.
     """
-    # Derived from node_workflow_id so the two can never disagree.
-    return workflow_id_for(cluster, "n").removesuffix("n")
+    try:
+        return node_workflow_id_prefix(cluster)
+    except ValueError as err:
+        raise CliError(str(err), ExitCode.INVALID_INPUT) from err
 
 
 async def within(seconds: float, call: Awaitable[T], what: str) -> T:

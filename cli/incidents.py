@@ -64,6 +64,7 @@ from gpu_remediation.ids import (
     Queries,
     Signals,
     is_valid_node_name,
+    open_incidents_query,
 )
 from gpu_remediation.models import EvidenceReport, ManualEvidence
 from gpu_remediation.policy import Policy
@@ -200,16 +201,11 @@ async def bounded(items: Sequence[T], call: Callable[[T], Awaitable[Any]]) -> li
 
 
 async def open_incidents(client: Client, cluster: str) -> list[WorkflowExecution]:
-    """The cluster's running incidents, oldest first.
-
-    Matched by workflow id prefix rather than the ``GpuCluster`` search
-    attribute, which is only set after triage: an incident stuck before that
-    is exactly one an operator must see.
-    """
-    query = (
-        f"WorkflowType = '{NODE_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
-        f"AND WorkflowId STARTS_WITH '{cluster_prefix(cluster)}'"
-    )
+    """The cluster's running incidents, oldest first (``open_incidents_query``)."""
+    try:
+        query = open_incidents_query(cluster)
+    except ValueError as err:
+        raise CliError(str(err), ExitCode.INVALID_INPUT) from err
     found = [execution async for execution in client.list_workflows(query, limit=LIST_LIMIT + 1)]
     if len(found) > LIST_LIMIT:
         warn(f"more than {LIST_LIMIT} open incidents; showing {LIST_LIMIT} of them")

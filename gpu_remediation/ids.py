@@ -45,6 +45,32 @@ def node_workflow_id(cluster: str, node: str) -> str:
     return f"gpu-remediation/{cluster}/{node}"
 
 
+def node_workflow_id_prefix(cluster: str) -> str:
+    """Return the workflow id prefix shared by all of a cluster's incidents.
+
+    Raises:
+        ValueError: If the cluster name is not valid.
+    """
+    # Derived from node_workflow_id so the two can never disagree.
+    return node_workflow_id(cluster, "n").removesuffix("n")
+
+
+def open_incidents_query(cluster: str) -> str:
+    """Return the visibility query for a cluster's running incidents.
+
+    Matched by workflow id prefix rather than the ``GpuCluster`` search
+    attribute, which is only set after triage: an incident stuck before that
+    is exactly one that must be found.
+
+    Raises:
+        ValueError: If the cluster name is not valid.
+    """
+    return (
+        f"WorkflowType = '{NODE_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
+        f"AND WorkflowId STARTS_WITH '{node_workflow_id_prefix(cluster)}'"
+    )
+
+
 def guard_workflow_id(holder_workflow_id: str, request_id: str) -> str:
     """Return the id of the guard child that releases a holder's permit."""
     return f"{holder_workflow_id}/permit-guard/{request_id}"

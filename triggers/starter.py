@@ -25,6 +25,7 @@ from gpu_remediation.ids import (
     Queries,
     Signals,
     node_workflow_id,
+    open_incidents_query,
 )
 from gpu_remediation.models import Evidence, EvidenceReport
 from gpu_remediation.policy import Policy
@@ -142,16 +143,15 @@ class IncidentStarter:
                 if attempt == START_RACE_ATTEMPTS:
                     raise
             except RPCError as err:
-                if err.status in _UNAVAILABLE:
-                    raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+                _raise_if_unavailable(err)
                 raise
         return workflow_id
 
     async def open_incidents(self) -> list[NodeRemediationState]:
         """The state of every running incident of this cluster.
 
-        Found through visibility by workflow id prefix (not the cluster search
-        attribute, which is set only after triage), then each is queried. An
+        Found through visibility (``open_incidents_query``), then each is
+        queried. An
         incident that closes in between is left out. Visibility lags a little:
         an incident started in the last second may be missing.
 
@@ -159,12 +159,7 @@ class IncidentStarter:
             TemporalUnavailableError: If Temporal could not answer now.
             temporalio.service.RPCError: For any other refusal by the server.
         """
-        # Derived from node_workflow_id so the two can never disagree.
-        prefix = self.workflow_id("n").removesuffix("n")
-        query = (
-            f"WorkflowType = '{NODE_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
-            f"AND WorkflowId STARTS_WITH '{prefix}'"
-        )
+        query = open_incidents_query(self._cluster)
         states: list[NodeRemediationState] = []
         try:
             async for execution in self._client.list_workflows(
@@ -193,8 +188,7 @@ class IncidentStarter:
                         continue
                     raise
         except RPCError as err:
-            if err.status in _UNAVAILABLE:
-                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+            _raise_if_unavailable(err)
             raise
         return states
 
@@ -226,10 +220,15 @@ class IncidentStarter:
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return False
-            if err.status in _UNAVAILABLE:
-                raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+            _raise_if_unavailable(err)
             raise
         return True
+
+
+def _raise_if_unavailable(err: RPCError) -> None:
+    """Raise TemporalUnavailableError from ``err`` when retrying later can help."""
+    if err.status in _UNAVAILABLE:
+        raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
 
 
 def _evidence_report(
