@@ -442,8 +442,9 @@ class NodeConditionWatcher:
                     getter = None
                     while not self._queue.empty():
                         reports += self._apply(self._queue.get_nowait())
-                reports += self.tracker.tick(self._clock())
-                reports += self.unseen_recoveries.poll(self._clock())
+                now = self._clock()
+                reports += self.tracker.tick(now)
+                reports += self.unseen_recoveries.poll(now)
                 for report in reports:
                     log.info(
                         "%s: %s %s=%s (%s) [%s]",

@@ -202,17 +202,7 @@ class ReplacementPermit:
             return
         # The release goes straight to the semaphore and the guard is told it
         # has nothing left to do: one message each, in the same task (ADR 006).
-        signal, dismiss = self._signal_release(release), self._dismiss_guard(guard)
-        try:
-            await asyncio.gather(signal, dismiss)
-        except GeneratorExit:
-            # The worker evicted this workflow from its cache (its tasks were
-            # cancelled, so an acquire under way came here) before these two
-            # ran; they would send nothing now. Close them so Python does not
-            # report them as never awaited.
-            signal.close()
-            dismiss.close()
-            raise
+        await asyncio.gather(self._signal_release(release), self._dismiss_guard(guard))
 
     def leave_to_guard(self) -> None:
         """Leave the held permit to the guard: for a holder about to close.
