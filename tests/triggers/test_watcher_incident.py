@@ -9,11 +9,10 @@ from gpu_remediation.models import Outcome
 from tests.conftest import assert_eventually
 from tests.triggers.watcher_support import (
     GPU_LABELS,
+    cluster_watcher,
     emulator,
     incident_stage,
-    make_watcher,
     running,
-    watcher_policy,
 )
 from tests.workflows.node_support import cluster
 from workflows.node_remediation import NodeRemediationWorkflow
@@ -28,15 +27,7 @@ async def test_a_not_ready_node_that_recovers_during_the_incidents_grace_closes_
         emu.store.put_node("gpu-t", labels=GPU_LABELS)
         async with cluster(dev_env, task_queue) as c:
             with emu.api_client() as api:
-                watcher = make_watcher(
-                    api,
-                    c.client,
-                    watcher_policy(Ready="1s"),
-                    cluster=c.name,
-                    task_queue=task_queue,
-                    semaphore_workflow_id=c.semaphore_id,
-                )
-                async with running(watcher):
+                async with running(cluster_watcher(api, c, task_queue, Ready="1s")):
                     emu.store.set_node_ready("gpu-t", False)
                     await assert_eventually(
                         lambda: incident_stage(c.client, c.name, "gpu-t"),

@@ -10,35 +10,21 @@ from tests.conftest import assert_eventually
 from tests.triggers.watcher_support import (
     GPU_LABELS,
     Emulator,
+    cluster_watcher,
     conditions_of,
     emulator,
     evidence_reports,
     incident_stage,
-    make_watcher,
     running,
     terminate_incidents,
-    watcher_policy,
 )
 from tests.workflows.node_support import Cluster, cluster
-from triggers.watcher import NodeConditionWatcher
 from workflows.node_remediation import NodeRemediationWorkflow
-
-
-def new_watcher(api: object, c: Cluster, task_queue: str) -> NodeConditionWatcher:
-    """A watcher of the test's cluster; the node_not_ready class waits 5 minutes itself."""
-    return make_watcher(
-        api,
-        c.client,
-        watcher_policy(Ready="1s"),
-        cluster=c.name,
-        task_queue=task_queue,
-        semaphore_workflow_id=c.semaphore_id,
-    )
 
 
 async def watch_it_fail(emu: Emulator, api: object, c: Cluster, task_queue: str, node: str) -> None:
     """A first watcher sees ``node`` turn NotReady and stops once its incident is in grace."""
-    async with running(new_watcher(api, c, task_queue)):
+    async with running(cluster_watcher(api, c, task_queue, Ready="1s")):
         emu.store.set_node_ready(node, False)
         await assert_eventually(
             lambda: incident_stage(c.client, c.name, node),
@@ -60,7 +46,7 @@ async def test_a_node_that_recovered_while_the_watcher_was_down_is_cleared_by_th
             with emu.api_client() as api:
                 await watch_it_fail(emu, api, c, task_queue, "gpu-r")
                 emu.store.set_node_ready("gpu-r", True)
-                async with running(new_watcher(api, c, task_queue)):
+                async with running(cluster_watcher(api, c, task_queue, Ready="1s")):
                     result = await c.client.get_workflow_handle_for(
                         NodeRemediationWorkflow.run, node_workflow_id(c.name, "gpu-r")
                     ).result()
@@ -78,7 +64,7 @@ async def test_a_node_still_failing_after_the_restart_gets_no_recovery(
         async with cluster(dev_env, task_queue) as c:
             with emu.api_client() as api:
                 await watch_it_fail(emu, api, c, task_queue, "gpu-s")
-                async with running(new_watcher(api, c, task_queue)) as second:
+                async with running(cluster_watcher(api, c, task_queue, Ready="1s")) as second:
 
                     async def lookups() -> int:
                         return second.unseen_recoveries.lookups_done

@@ -19,6 +19,7 @@ from gpu_remediation.policy import ConditionRule, Policy, TriggerPolicy
 from gpu_remediation.policy_loader import load_policy
 from gpu_remediation.workflow_models import NodeRemediationState
 from simulator.kube_api import KubeApiServer, KubeStore
+from tests.workflows.node_support import Cluster
 from triggers.starter import IncidentStarter
 from triggers.watcher import NodeConditionWatcher
 
@@ -121,6 +122,21 @@ def make_watcher(
         watch_timeout=5,
         backoff_initial=0.05,
         backoff_max=0.4,
+    )
+
+
+def cluster_watcher(
+    api_client: Any, c: Cluster, task_queue: str, **graces: str
+) -> NodeConditionWatcher:
+    """A watcher reporting to a test cluster's worker and semaphore (graces as for
+    :func:`watcher_policy`)."""
+    return make_watcher(
+        api_client,
+        c.client,
+        watcher_policy(**graces),
+        cluster=c.name,
+        task_queue=task_queue,
+        semaphore_workflow_id=c.semaphore_id,
     )
 
 
