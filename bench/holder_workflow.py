@@ -1,6 +1,6 @@
 """The semaphore benchmark's requester: acquire, do ``hold_activities`` no-op
-activities while holding (as a replacement does its work), then close and
-leave the permit to the guard, as a replaced node's incident does.
+activities while holding (none by default), then close and leave the permit
+to the guard, as a replaced node's incident does.
 
 Grant and hand-over times are the holder's workflow time (the server's clock
 at the workflow task that saw the grant, and at the one that closed), so the

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from pydantic import Field
+
 from gpu_remediation.models import Model
 
 
@@ -15,5 +17,5 @@ class BenchHolderInput(Model):
     capacity: int
     lease: timedelta = timedelta(hours=1)
     acquire_timeout: timedelta = timedelta(minutes=10)
-    hold_activities: int = 1
-    """No-op activities run while holding; 0 releases in the task that saw the grant."""
+    hold_activities: int = Field(default=0, ge=0)
+    """No-op activities run while holding; 0 closes in the task that saw the grant."""

@@ -5,9 +5,11 @@
 project's ``ReplacementPermit`` exactly as the node workflow does: the
 ``ensure_semaphore`` activity, the guard child, ``request_permit``, the grant
 signal; then it runs ``--hold-activities`` no-op activities while holding
-(default 1, as a replacement does work under its permit) and closes, leaving
-the permit to its guard as a replaced node's incident does (ADR 007): the
-holder's close cancels the guard, which signals the release. The semaphore
+(default 0: the target counts the semaphore's grant/release cycles, and what
+a holder does while holding is the ladder benchmark's business; 1 measures
+a holder that does one activity's work) and closes, leaving the permit to
+its guard as a replaced node's incident does (ADR 007): the holder's close
+cancels the guard, which signals the release. The semaphore
 (capacity ``--capacity``, default 5) serves them FIFO. The worker registers
 the semaphore, the guard, the holder, and the activities, with 100 workflow
 task slots.
@@ -195,7 +197,7 @@ async def run(
     quick: bool = False,
     holders: int | None = None,
     capacity: int = 5,
-    hold_activities: int = 1,
+    hold_activities: int = 0,
     sample_interval_s: float = 0.05,
     default_transfer_rate: bool = False,
 ) -> dict[str, Any]:
@@ -407,7 +409,12 @@ def main() -> None:
     )
     parser.add_argument("--holders", type=int, default=None)
     parser.add_argument("--capacity", type=int, default=5)
-    parser.add_argument("--hold-activities", type=int, default=1)
+    parser.add_argument(
+        "--hold-activities",
+        type=int,
+        default=0,
+        help="no-op activities each holder runs while holding (default 0)",
+    )
     parser.add_argument(
         "--default-transfer-rate",
         action="store_true",
@@ -416,6 +423,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
+    if args.hold_activities < 0:
+        parser.error(f"--hold-activities must be 0 or more, got {args.hold_activities}")
     results = [
         asyncio.run(
             run(

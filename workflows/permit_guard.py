@@ -29,7 +29,10 @@ DISMISSED = "dismissed"
 SEMAPHORE_GONE = "semaphore not running"
 
 
-@workflow.defn
+# Outside the sandbox, like the semaphore (ADR 008): a guard runs two tasks per
+# permit, and the sandbox's per-payload cost dominates them. The tests run it
+# inside the sandbox (tests/workflows/semaphore_support.semaphore_worker).
+@workflow.defn(sandboxed=False)
 class PermitGuardWorkflow:
     """Waits until dismissed (ends) or cancelled (releases its holder's permit)."""
 

@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.temporal import TemporalActivities
 from gpu_remediation.ids import Signals, guard_workflow_id
@@ -27,7 +28,13 @@ from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
 
 
 def semaphore_worker(client: Client, task_queue: str) -> Worker:
-    """A worker registering everything a holder needs, as production workers must."""
+    """A worker registering everything a holder needs, as production workers must.
+
+    The semaphore and the guard are declared ``sandboxed=False`` for speed (ADR
+    008); here they run inside the sandbox anyway, so every semaphore test also
+    checks that their code still passes its restrictions (no clock, randomness
+    or I/O of their own, no module state).
+    """
     return Worker(
         client,
         task_queue=task_queue,
@@ -40,6 +47,7 @@ def semaphore_worker(client: Client, task_queue: str) -> Worker:
         activities=[TemporalActivities(client).ensure_semaphore],
         # Thirty holders start at once; the default slots would serialise them.
         max_concurrent_workflow_tasks=100,
+        unsandboxed_workflow_runner=SandboxedWorkflowRunner(),
     )
 
 
