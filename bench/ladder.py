@@ -15,18 +15,25 @@ incident's history and cross-checked against the FakeFleet call log), started
 the same way (signal-with-start) for the same number of workflows.
 
 Both phases keep ``--in-flight`` workflows (default 100) running: a new one
-starts when one finishes. Each phase gets a fresh dev server (so the second
-phase does not run on a database the first one filled) and a warm-up workflow
-before the clock starts. Wall time is from the first start to the last result.
+starts when one finishes. The phases run in four rounds of half their
+workflows each, in the order ladder, baseline, baseline, ladder: this host's
+speed drifts by tens of percent within minutes (one phase after the other,
+the same code measured ratios from 1.17 to 1.53), and in this order a steady
+drift falls on both phases alike. Every round gets a fresh dev server (so no
+round runs on a database another filled, or pays for another's deferred
+work) and a warm-up workflow before the clock starts. A phase's wall time is
+the sum of its rounds, each from its first start to its last result.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -122,10 +129,49 @@ async def _measure(
     return seconds, cpu, results
 
 
-async def ladder_phase(
-    workflows: int, in_flight: int, path: str, **worker_options: Any
-) -> tuple[PhaseResult, int, list[str]]:
-    """Run the incidents; return the result, activities per incident and their names."""
+@dataclass
+class Side:
+    """One round's server and worker: run workflows, add up their time and CPU."""
+
+    server: DevServer
+    run_one: Callable[[str], Awaitable[Any]]
+    id_prefix: str
+    activities: int
+    events: int
+    types: Counter[str]
+    names: list[str] = field(default_factory=list)
+    workflows: int = 0
+    seconds: float = 0.0
+    cpu: CpuWindow = field(default_factory=CpuWindow)
+    results: list[Any] = field(default_factory=list)
+
+    async def round(self, numbers: range, in_flight: int) -> None:
+        """Run one workflow per number, ``in_flight`` at a time; add up wall time and CPU."""
+        ids = [f"{self.id_prefix}{n:04d}" for n in numbers]
+        seconds, cpu, results = await _measure(self.server, ids, in_flight, self.run_one)
+        self.workflows += len(ids)
+        self.seconds += seconds
+        self.cpu.server_s += cpu.server_s
+        self.cpu.python_s += cpu.python_s
+        self.cpu.other_s += cpu.other_s
+        self.results += results
+
+    def result(self, in_flight: int) -> PhaseResult:
+        """The rounds so far, as one phase."""
+        return _phase_result(
+            self.workflows,
+            in_flight,
+            self.activities,
+            self.seconds,
+            self.cpu,
+            self.events,
+            self.types,
+        )
+
+
+@contextlib.asynccontextmanager
+async def ladder_side(workflows: int, path: str, **worker_options: Any) -> AsyncIterator[Side]:
+    """Serve incidents on a fresh server; check every outcome and fleet call on exit."""
     async with dev_server("ladder") as server:
         client = await connect(server.address)
         task_queue = f"bench-ladder-{uuid.uuid4().hex[:8]}"
@@ -143,28 +189,28 @@ async def ladder_phase(
                 raise RuntimeError(f"calibration incident ended {result.outcome}: {result}")
             names = fleet.names()
             events, types = await _history_profile(client, handle.id)
-            activities = types["ACTIVITY_TASK_SCHEDULED"]
             fleet.calls.clear()
 
             async def one(node: str) -> Outcome:
                 h = await _start_incident(client, task_queue, pol, semaphore_id, node)
                 return (await h.result()).outcome
 
-            nodes = [f"node-{i:04d}" for i in range(workflows)]
-            seconds, cpu, outcomes = await _measure(server, nodes, in_flight, one)
-            wrong = Counter(o for o in outcomes if o != EXPECTED[path])
+            side = Side(
+                server, one, "node-", types["ACTIVITY_TASK_SCHEDULED"], events, types, names
+            )
+            yield side
+            wrong = Counter(o for o in side.results if o != EXPECTED[path])
             if wrong:
                 raise RuntimeError(f"unexpected outcomes: {dict(wrong)}")
-            if len(fleet.calls) != len(names) * workflows:
+            if len(fleet.calls) != len(names) * side.workflows:
                 raise RuntimeError(
-                    f"fleet saw {len(fleet.calls)} calls, expected {len(names)} x {workflows}"
+                    f"fleet saw {len(fleet.calls)} calls, expected {len(names)} x {side.workflows}"
                 )
-    phase = _phase_result(workflows, in_flight, activities, seconds, cpu, events, types)
-    return phase, activities, names
 
 
-async def baseline_phase(workflows: int, in_flight: int, steps: int) -> PhaseResult:
-    """Run the trivial workflow with ``steps`` sequential no-op activities."""
+@contextlib.asynccontextmanager
+async def baseline_side(steps: int) -> AsyncIterator[Side]:
+    """Serve the trivial workflow with ``steps`` sequential no-op activities on a fresh server."""
     async with dev_server("baseline") as server:
         client = await connect(server.address)
         task_queue = f"bench-baseline-{uuid.uuid4().hex[:8]}"
@@ -190,11 +236,19 @@ async def baseline_phase(workflows: int, in_flight: int, steps: int) -> PhaseRes
         async with worker:
             await one("baseline/warmup")
             events, types = await _history_profile(client, "baseline/warmup")
-            ids = [f"baseline/{i:04d}" for i in range(workflows)]
-            seconds, cpu, results = await _measure(server, ids, in_flight, one)
-            if any(r != steps for r in results):
+            side = Side(server, one, "baseline/", steps, events, types)
+            yield side
+            if any(r != steps for r in side.results):
                 raise RuntimeError("a baseline workflow did not run all its activities")
-    return _phase_result(workflows, in_flight, steps, seconds, cpu, events, types)
+
+
+async def ladder_phase(
+    workflows: int, in_flight: int, path: str, **worker_options: Any
+) -> tuple[PhaseResult, int, list[str]]:
+    """Run the incidents alone; return the result, activities per incident and their names."""
+    async with ladder_side(workflows, path, **worker_options) as side:
+        await side.round(range(workflows), in_flight)
+    return side.result(in_flight), side.activities, side.names
 
 
 def _phase_result(
@@ -222,6 +276,25 @@ def _phase_result(
     )
 
 
+def _combined(sides: list[Side], in_flight: int) -> PhaseResult:
+    """Rounds of one phase as one phase: wall time and CPU added up."""
+    first = sides[0]
+    cpu = CpuWindow(
+        server_s=sum(side.cpu.server_s for side in sides),
+        python_s=sum(side.cpu.python_s for side in sides),
+        other_s=sum(side.cpu.other_s for side in sides),
+    )
+    return _phase_result(
+        sum(side.workflows for side in sides),
+        in_flight,
+        first.activities,
+        sum(side.seconds for side in sides),
+        cpu,
+        first.events,
+        first.types,
+    )
+
+
 def _cpu(phase: PhaseResult) -> str:
     text = f"CPU: server {phase.server_cpu_s} s, python {phase.python_cpu_s} s"
     if phase.other_cpu_s > 0.1 * phase.seconds:
@@ -235,21 +308,40 @@ async def run(
     """Run both phases; return the numbers (also printed)."""
     count = workflows or (50 if quick else 500)
     print(f"[ladder] {count} incidents, path {path}, {in_flight} in flight ...", flush=True)
-    ladder, activities, names = await ladder_phase(count, in_flight, path)
+    halves = (range(count // 2), range(count // 2, count))
+    rounds: dict[str, list[Side]] = {"ladder": [], "baseline": []}
+    activities = 0
+    # Ladder, baseline, baseline, ladder: this host's speed drifts by tens of
+    # percent within minutes, and in this order a steady drift falls on both.
+    # Every round gets a fresh server, so no round pays for another's deferred
+    # work (timeout timers firing, visibility writes).
+    for kind, half in (
+        ("ladder", halves[0]),
+        ("baseline", halves[0]),
+        ("baseline", halves[1]),
+        ("ladder", halves[1]),
+    ):
+        side_cm = ladder_side(count, path) if kind == "ladder" else baseline_side(activities)
+        async with side_cm as side:
+            activities = side.activities
+            await side.round(half, in_flight)
+        rounds[kind].append(side)
+    ladder = _combined(rounds["ladder"], in_flight)
+    baseline = _combined(rounds["baseline"], in_flight)
+    names = rounds["ladder"][0].names
     print(
         f"[ladder] ladder: {ladder.seconds:.2f} s ({ladder.workflows_per_s}/s), "
         f"{activities} activities and {ladder.history_events_per_workflow} history events "
         f"per incident; {_cpu(ladder)}",
         flush=True,
     )
-    print(f"[ladder] baseline: {count} x {activities} no-op activities ...", flush=True)
-    baseline = await baseline_phase(count, in_flight, activities)
     ratio = ladder.seconds / baseline.seconds
     cpu_ratio = (ladder.server_cpu_s + ladder.python_cpu_s) / (
         baseline.server_cpu_s + baseline.python_cpu_s
     )
     print(
-        f"[ladder] baseline: {baseline.seconds:.2f} s ({baseline.workflows_per_s}/s), "
+        f"[ladder] baseline: {count} x {activities} no-op activities: "
+        f"{baseline.seconds:.2f} s ({baseline.workflows_per_s}/s), "
         f"{baseline.history_events_per_workflow} history events per workflow; "
         f"{_cpu(baseline)}",
         flush=True,
