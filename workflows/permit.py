@@ -21,8 +21,9 @@ its guard instead (``leave_to_guard``, ADR 007).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -50,6 +51,25 @@ ENSURE_SEMAPHORE_RETRY = RetryPolicy(
 """Retried until it succeeds: a holder cannot proceed without the semaphore."""
 
 WAIT_SUMMARY = "waiting for a replacement permit"
+
+
+def _start_tasks(*coroutines: Coroutine[Any, Any, None]) -> list[asyncio.Task[None]]:
+    """Run each coroutine as a task; if one cannot be started, close the rest.
+
+    While a worker evicts a workflow it refuses new tasks, and a holder that
+    releases in ``finally`` still gets here. The coroutines exist already:
+    closing those that never started keeps them from warning "never awaited"
+    when they are collected. Their commands would be dropped anyway.
+    """
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for coroutine in coroutines:
+            tasks.append(asyncio.ensure_future(coroutine))
+    except BaseException:
+        for coroutine in coroutines[len(tasks) :]:
+            coroutine.close()
+        raise
+    return tasks
 
 
 class ReplacementPermit:
@@ -202,7 +222,9 @@ class ReplacementPermit:
             return
         # The release goes straight to the semaphore and the guard is told it
         # has nothing left to do: one message each, in the same task (ADR 006).
-        await asyncio.gather(self._signal_release(release), self._dismiss_guard(guard))
+        await asyncio.gather(
+            *_start_tasks(self._signal_release(release), self._dismiss_guard(guard))
+        )
 
     def leave_to_guard(self) -> None:
         """Leave the held permit to the guard: for a holder about to close.

@@ -22,18 +22,22 @@ from gpu_remediation.semaphore_models import (
     SemaphoreState,
 )
 from tests.workflows.holder_models import HolderInput, HolderReport, HolderStatus, RecordedGrants
-from tests.workflows.semaphore_holders import GrantRecorderWorkflow, SemaphoreHolderWorkflow
+from tests.workflows.semaphore_holders import (
+    FinallyReleasingHolderWorkflow,
+    GrantRecorderWorkflow,
+    SemaphoreHolderWorkflow,
+)
 from workflows.permit_guard import PermitGuardWorkflow
 from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
 
 
-def semaphore_worker(client: Client, task_queue: str) -> Worker:
+def semaphore_worker(client: Client, task_queue: str, **options: Any) -> Worker:
     """A worker registering everything a holder needs, as production workers must.
 
     The semaphore and the guard are declared ``sandboxed=False`` for speed (ADR
     008); here they run inside the sandbox anyway, so every semaphore test also
     checks that their code still passes its restrictions (no clock, randomness
-    or I/O of their own, no module state).
+    or I/O of their own, no module state). ``options`` go to the ``Worker``.
     """
     return Worker(
         client,
@@ -42,12 +46,14 @@ def semaphore_worker(client: Client, task_queue: str) -> Worker:
             ReplacementSemaphoreWorkflow,
             PermitGuardWorkflow,
             SemaphoreHolderWorkflow,
+            FinallyReleasingHolderWorkflow,
             GrantRecorderWorkflow,
         ],
         activities=[TemporalActivities(client).ensure_semaphore],
         # Thirty holders start at once; the default slots would serialise them.
         max_concurrent_workflow_tasks=100,
         unsandboxed_workflow_runner=SandboxedWorkflowRunner(),
+        **options,
     )
 
 
