@@ -21,9 +21,8 @@ its guard instead (``leave_to_guard``, ADR 007).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -51,25 +50,6 @@ ENSURE_SEMAPHORE_RETRY = RetryPolicy(
 """Retried until it succeeds: a holder cannot proceed without the semaphore."""
 
 WAIT_SUMMARY = "waiting for a replacement permit"
-
-
-def _start_tasks(*coroutines: Coroutine[Any, Any, None]) -> list[asyncio.Task[None]]:
-    """Run each coroutine as a task; if one cannot be started, close the rest.
-
-    While a worker evicts a workflow it refuses new tasks, and a holder that
-    releases in ``finally`` still gets here. The coroutines exist already:
-    closing those that never started keeps them from warning "never awaited"
-    when they are collected. Their commands would be dropped anyway.
-    """
-    tasks: list[asyncio.Task[None]] = []
-    try:
-        for coroutine in coroutines:
-            tasks.append(asyncio.ensure_future(coroutine))
-    except BaseException:
-        for coroutine in coroutines[len(tasks) :]:
-            coroutine.close()
-        raise
-    return tasks
 
 
 class ReplacementPermit:
@@ -222,9 +202,13 @@ class ReplacementPermit:
             return
         # The release goes straight to the semaphore and the guard is told it
         # has nothing left to do: one message each, in the same task (ADR 006).
-        await asyncio.gather(
-            *_start_tasks(self._signal_release(release), self._dismiss_guard(guard))
-        )
+        # Each send is made only once the task before it exists: while a worker
+        # evicts the workflow (a holder releasing in ``finally``), creating a
+        # task fails, and a send made for a later task would never be awaited
+        # (a warning whenever it is collected).
+        sends = [asyncio.ensure_future(self._signal_release(release))]
+        sends.append(asyncio.ensure_future(self._dismiss_guard(guard)))
+        await asyncio.gather(*sends)
 
     def leave_to_guard(self) -> None:
         """Leave the held permit to the guard: for a holder about to close.
