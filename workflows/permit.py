@@ -70,6 +70,8 @@ class ReplacementPermit:
         self._request_id: str | None = None
         self._grant: PermitGrant | None = None
         self._guard: ChildWorkflowHandle[PermitGuardWorkflow, str] | None = None
+        # The workflow's own event loop, recorded when the request starts.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def request_id(self) -> str | None:
@@ -133,6 +135,7 @@ class ReplacementPermit:
                 f"permit already requested as {self._request_id!r}; release it first"
             )
         info = workflow.info()
+        self._loop = asyncio.get_running_loop()
         self._request_id = request_id
         try:
             self._guard = await workflow.start_child_workflow(
@@ -193,7 +196,11 @@ class ReplacementPermit:
             reason: Recorded by the semaphore's log.
         """
         request_id, guard = self._request_id, self._guard
-        if request_id is None:
+        if request_id is None or not self._on_own_loop():
+            # Off its own loop, this runs from a coroutine closed after the
+            # worker dropped the workflow (``finally`` on GeneratorExit, on
+            # whichever loop is current, even another workflow's). Nothing may
+            # be sent from there: the guard releases when the holder closes.
             return
         self._request_id, self._grant, self._guard = None, None, None
         release = PermitRelease(request_id=request_id, reason=reason)
@@ -229,6 +236,12 @@ class ReplacementPermit:
         workflow.logger.info(
             "Permit %s goes back through its guard when this workflow closes", self._request_id
         )
+
+    def _on_own_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
 
     async def _signal_release(self, release: PermitRelease) -> None:
         semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)

@@ -38,51 +38,18 @@ class SemaphoreHolderWorkflow:
         if not input.release:
             # Only termination (or cancellation) ends this holder.
             await workflow.wait_condition(lambda: False)
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: self._finish, timeout=input.hold)
-        released_at = workflow.now()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._finish, timeout=input.hold)
+            released_at = workflow.now()
+        finally:
+            # In ``finally``, as the node workflow's replacement stage releases:
+            # this path also runs when the worker evicts the workflow.
+            if not input.leave_to_guard:
+                await self._permit.release("holder done")
         if input.leave_to_guard:
             self._permit.leave_to_guard()
-        else:
-            await self._permit.release("holder done")
         return HolderReport(acquired=True, granted_at=granted_at, released_at=released_at)
-
-    @workflow.signal(name=Signals.PERMIT_GRANTED)
-    def permit_granted(self, grant: PermitGrant) -> None:
-        self._permit.on_grant(grant)
-
-    @workflow.signal
-    def finish(self) -> None:
-        self._finish = True
-
-    @workflow.query
-    def status(self) -> HolderStatus:
-        return HolderStatus(requested=self._permit.request_id is not None, held=self._permit.held)
-
-
-@workflow.defn
-class FinallyReleasingHolderWorkflow:
-    """Holds until told and gives the permit back in ``finally``, as the node
-    workflow's replacement stage does: also when the worker evicts it."""
-
-    @workflow.init
-    def __init__(self, input: HolderInput) -> None:
-        self._permit = ReplacementPermit(semaphore_workflow_id=input.semaphore_workflow_id)
-        self._finish = False
-
-    @workflow.run
-    async def run(self, input: HolderInput) -> HolderReport:
-        acquired = await self._permit.acquire(
-            input.request_id, input.lease, input.acquire_timeout, input.capacity
-        )
-        if not acquired:
-            return HolderReport(acquired=False)
-        granted_at = workflow.now()
-        try:
-            await workflow.wait_condition(lambda: self._finish)
-        finally:
-            await self._permit.release("holder done")
-        return HolderReport(acquired=True, granted_at=granted_at, released_at=workflow.now())
 
     @workflow.signal(name=Signals.PERMIT_GRANTED)
     def permit_granted(self, grant: PermitGrant) -> None:

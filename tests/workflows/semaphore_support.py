@@ -22,11 +22,7 @@ from gpu_remediation.semaphore_models import (
     SemaphoreState,
 )
 from tests.workflows.holder_models import HolderInput, HolderReport, HolderStatus, RecordedGrants
-from tests.workflows.semaphore_holders import (
-    FinallyReleasingHolderWorkflow,
-    GrantRecorderWorkflow,
-    SemaphoreHolderWorkflow,
-)
+from tests.workflows.semaphore_holders import GrantRecorderWorkflow, SemaphoreHolderWorkflow
 from workflows.permit_guard import PermitGuardWorkflow
 from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
 
@@ -46,7 +42,6 @@ def semaphore_worker(client: Client, task_queue: str, **options: Any) -> Worker:
             ReplacementSemaphoreWorkflow,
             PermitGuardWorkflow,
             SemaphoreHolderWorkflow,
-            FinallyReleasingHolderWorkflow,
             GrantRecorderWorkflow,
         ],
         activities=[TemporalActivities(client).ensure_semaphore],

@@ -15,14 +15,15 @@ import warnings
 from temporalio.client import Client
 
 from tests.conftest import assert_eventually
-from tests.workflows.holder_models import HolderInput
-from tests.workflows.semaphore_holders import FinallyReleasingHolderWorkflow
+from tests.workflows.semaphore_holders import SemaphoreHolderWorkflow
 from tests.workflows.semaphore_support import (
     end_semaphore_test,
     holder_ids,
+    holder_status,
     new_semaphore_id,
     semaphore_state,
     semaphore_worker,
+    start_holder,
     start_semaphore,
 )
 
@@ -36,16 +37,10 @@ async def test_a_holder_evicted_while_it_holds_leaves_no_unawaited_coroutine(
         # No cache: the worker evicts every workflow after each of its tasks.
         async with semaphore_worker(dev_client, task_queue, max_cached_workflows=0):
             await start_semaphore(dev_client, task_queue, semaphore_id, capacity=1)
-            holder = await dev_client.start_workflow(
-                FinallyReleasingHolderWorkflow.run,
-                HolderInput(semaphore_workflow_id=semaphore_id, request_id="held", capacity=1),
-                id=f"holder/{semaphore_id}/held",
-                task_queue=task_queue,
-            )
-            await assert_eventually(
-                lambda: holder.query(FinallyReleasingHolderWorkflow.status), lambda s: s.held
-            )
-            await holder.signal(FinallyReleasingHolderWorkflow.finish)
+            # It holds until told, and releases in ``finally``.
+            holder = await start_holder(dev_client, task_queue, semaphore_id, "held", hold=None)
+            await assert_eventually(lambda: holder_status(holder), lambda s: s.held)
+            await holder.signal(SemaphoreHolderWorkflow.finish)
             report = await holder.result()
             await assert_eventually(
                 lambda: semaphore_state(dev_client, semaphore_id), lambda s: holder_ids(s) == []
