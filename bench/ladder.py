@@ -156,18 +156,6 @@ class Side:
         self.cpu.other_s += cpu.other_s
         self.results += results
 
-    def result(self, in_flight: int) -> PhaseResult:
-        """The rounds so far, as one phase."""
-        return _phase_result(
-            self.workflows,
-            in_flight,
-            self.activities,
-            self.seconds,
-            self.cpu,
-            self.events,
-            self.types,
-        )
-
 
 @contextlib.asynccontextmanager
 async def ladder_side(workflows: int, path: str, **worker_options: Any) -> AsyncIterator[Side]:
@@ -248,7 +236,7 @@ async def ladder_phase(
     """Run the incidents alone; return the result, activities per incident and their names."""
     async with ladder_side(workflows, path, **worker_options) as side:
         await side.round(range(workflows), in_flight)
-    return side.result(in_flight), side.activities, side.names
+    return _combined([side], in_flight), side.activities, side.names
 
 
 def _phase_result(
