@@ -87,6 +87,18 @@ class FaultClass(StrEnum):
     UNKNOWN = "unknown"
 
 
+class Urgency(StrEnum):
+    """How long a fault lets the job on the node go on before disruption."""
+
+    IMMEDIATE = "immediate"
+    """The GPU is gone or corrupts results, or the job already failed: no waiting."""
+    CHECKPOINT_FIRST = "checkpoint_first"
+    """Ask the job to checkpoint, wait up to ``jobs.checkpoint_timeout``, then go on."""
+    WHEN_IDLE = "when_idle"
+    """The fault does not break work now: quarantine, then wait (up to
+    ``jobs.max_defer``) for the job to end or checkpoint."""
+
+
 class Outcome(StrEnum):
     """How an incident ended."""
 

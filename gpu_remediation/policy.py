@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from gpu_remediation.models import FaultClass, Rung
+from gpu_remediation.models import FaultClass, Rung, Urgency
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -65,6 +65,10 @@ class FaultClassPolicy(PolicyModel):
     start_rung: Rung | None = Field(description="None: do not touch the node (notify only).")
     max_rung: Rung = Rung.ESCALATE
     grace: Duration = timedelta(0)
+    urgency: Urgency = Field(
+        default=Urgency.CHECKPOINT_FIRST,
+        description="How long the job on the node may go on before the first disruptive rung.",
+    )
 
     @model_validator(mode="after")
     def _start_below_max(self) -> FaultClassPolicy:
@@ -150,6 +154,49 @@ class OperatorPolicy(PolicyModel):
         ge=timedelta(0),
         description="After escalating, wait this long for an operator's retry/skip/abort.",
     )
+
+
+# A label key: an optional DNS-subdomain prefix and a name (Kubernetes' rules).
+_LABEL_KEY = re.compile(
+    r"^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+DEFAULT_JOB_LABEL_KEYS = (
+    "jobset.sigs.k8s.io/jobset-name",
+    "batch.kubernetes.io/job-name",
+    "training.kubeflow.org/job-name",
+)
+
+
+class JobsPolicy(PolicyModel):
+    """How the incident coordinates with the training jobs on its node."""
+
+    enabled: bool = Field(
+        default=True, description="false: never ask jobs to checkpoint nor wait for them."
+    )
+    label_keys: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_JOB_LABEL_KEYS),
+        min_length=1,
+        max_length=20,
+        description="Pod label keys, in order, whose value names the pod's job.",
+    )
+    checkpoint_timeout: Duration = Field(
+        default=timedelta(minutes=10),
+        gt=timedelta(0),
+        description="checkpoint_first: how long to wait for the job's answer.",
+    )
+    max_defer: Duration = Field(
+        default=timedelta(hours=24),
+        gt=timedelta(0),
+        description="when_idle: how long the node may wait for its job to end or checkpoint.",
+    )
+
+    @model_validator(mode="after")
+    def _keys(self) -> JobsPolicy:
+        for key in self.label_keys:
+            if len(key) > 316 or not _LABEL_KEY.match(key):
+                raise ValueError(f"label_keys: {key!r} is not a Kubernetes label key")
+        return self
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -239,6 +286,7 @@ class Policy(PolicyModel):
     repeat_offender: RepeatOffenderPolicy = RepeatOffenderPolicy()
     operator: OperatorPolicy = OperatorPolicy()
     triggers: TriggerPolicy = TriggerPolicy()
+    jobs: JobsPolicy = JobsPolicy()
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:
