@@ -36,6 +36,7 @@ from activities.aws import Ec2Activities, SsmExecutor
 from activities.host import HostActivities
 from activities.host_commands import HostCommandExecutor
 from activities.kube_jobs import JobExecutor
+from activities.kube_workloads import WorkloadActivities
 from activities.kubernetes import KubernetesActivities
 from activities.temporal import TemporalActivities
 from gpu_remediation.health import HealthServer
@@ -127,6 +128,7 @@ def production_activities(settings: Settings) -> list[Callable[..., Any]]:
         ec2.reboot_node,
         host.reset_gpus,
         host.run_diagnostic,
+        *WorkloadActivities(core, settings).all(),
     ]
 
 

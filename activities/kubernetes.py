@@ -60,7 +60,7 @@ class KubernetesActivities:
     @activity.defn(name=Activities.READ_NODE_HEALTH)
     async def read_node_health(self, input: c.ReadNodeHealthInput) -> c.NodeHealth:
         """Read readiness, conditions, boot id, provider id and pool; a missing node says so."""
-        node = await _call(self._core.read_node, input.node, missing_ok=True)
+        node = await call_api(self._core.read_node, input.node, missing_ok=True)
         if node is None:
             return c.NodeHealth(exists=False)
         status = node.status
@@ -159,7 +159,7 @@ class KubernetesActivities:
             "at": datetime.now(UTC).isoformat(),
         }
         patch = {"metadata": {"annotations": {STATE_ANNOTATION: json.dumps(state)}}}
-        node = await _call(self._core.patch_node, input.node, patch, missing_ok=True)
+        node = await call_api(self._core.patch_node, input.node, patch, missing_ok=True)
         if node is None:
             return
         reason = "GpuRemediation" + "".join(
@@ -186,7 +186,7 @@ class KubernetesActivities:
                 },
             }
         }
-        node = await _call(self._core.patch_node, input.node, patch, missing_ok=True)
+        node = await call_api(self._core.patch_node, input.node, patch, missing_ok=True)
         if node is None:
             return c.EscalationResult(
                 reference=f"node {input.node} is gone; see {input.incident_id}"
@@ -217,7 +217,7 @@ class KubernetesActivities:
     async def delete_node_claim(self, input: c.DeleteNodeClaimInput) -> c.DeleteNodeClaimResult:
         """Delete the NodeClaim whose status.providerID is the node's; gone counts as done."""
         group, version, plural = NODECLAIMS
-        claims = await _call(self._custom.list_cluster_custom_object, group, version, plural)
+        claims = await call_api(self._custom.list_cluster_custom_object, group, version, plural)
         name = next(
             (
                 item["metadata"]["name"]
@@ -229,7 +229,7 @@ class KubernetesActivities:
         )
         if name is None:
             return c.DeleteNodeClaimResult(node_claim=None, already_gone=True)
-        deleted = await _call(
+        deleted = await call_api(
             self._custom.delete_cluster_custom_object, group, version, plural, name, missing_ok=True
         )
         return c.DeleteNodeClaimResult(node_claim=name, already_gone=deleted is None)
@@ -251,8 +251,8 @@ class KubernetesActivities:
             f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
         )
         while True:
-            old = await _call(self._core.read_node, input.node, missing_ok=True)
-            nodes = await _call(self._core.list_node, label_selector=selector)
+            old = await call_api(self._core.read_node, input.node, missing_ok=True)
+            nodes = await call_api(self._core.list_node, label_selector=selector)
             fresh = sorted(
                 (
                     n
@@ -306,7 +306,7 @@ class KubernetesActivities:
             name = str(node.metadata.name)
             await self._update_node(name, claim, missing_ok=True)
             # The write may have lost a race: what counts is what the node says now.
-            current = await _call(self._core.read_node, name, missing_ok=True)
+            current = await call_api(self._core.read_node, name, missing_ok=True)
             if current is not None and _annotation(current, REPLACES_ANNOTATION) == old:
                 return name
         return None
@@ -353,7 +353,7 @@ class KubernetesActivities:
     ) -> None:
         """Read, change, write with resourceVersion; re-read on 409 so no edit is lost."""
         for _ in range(CONFLICT_RETRIES):
-            node = await _call(self._core.read_node, name, missing_ok=missing_ok)
+            node = await call_api(self._core.read_node, name, missing_ok=missing_ok)
             if node is None:
                 return
             patch = change(node)
@@ -424,7 +424,7 @@ def _taint_dict(taint: Any) -> dict[str, Any]:
     return out
 
 
-async def _call(fn: Callable[..., T], *args: Any, missing_ok: bool = False, **kwargs: Any) -> T:
+async def call_api(fn: Callable[..., T], *args: Any, missing_ok: bool = False, **kwargs: Any) -> T:
     """Run a blocking client call off the event loop; map its errors.
 
     With ``missing_ok`` a 404 returns None (the object is already gone).

@@ -94,6 +94,9 @@ class Activities:
     NOTIFY_WORKLOAD_OWNER = "notify_workload_owner"
     ENSURE_SEMAPHORE = "ensure_semaphore"
     LOOKUP_NODE_HISTORY = "lookup_node_history"
+    FIND_NODE_JOBS = "find_node_jobs"
+    REQUEST_CHECKPOINT = "request_checkpoint"
+    WITHDRAW_CHECKPOINT = "withdraw_checkpoint"
 
 
 class Signals:
@@ -104,6 +107,8 @@ class Signals:
     REQUEST_PERMIT = "request_permit"
     RELEASE_PERMIT = "release_permit"
     DISMISS_GUARD = "dismiss_guard"
+    CHECKPOINT_ANSWER = "checkpoint_answer"
+    WATCHED_POD_ENDED = "watched_pod_ended"
 
 
 class Updates:

@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import Field
 
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID
+from gpu_remediation.jobs import JobRef
 from gpu_remediation.models import Evidence, FaultClass, Model, NodeName, Outcome, Rung
 from gpu_remediation.policy import Policy
 
@@ -77,6 +78,12 @@ class NodeRemediationState(Model):
     decisions: list[Decision]
     outcome: Outcome | None
     started_at: datetime
+    jobs: list[JobRef] = Field(
+        default_factory=list, description="The training jobs found on the node before disruption."
+    )
+    checkpoint: str | None = Field(
+        default=None, description="Where the checkpoint handshake stands (asked, answered, ...)."
+    )
 
 
 class NodeRemediationResult(Model):

@@ -19,6 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from gpu_remediation import contracts as c
+from gpu_remediation import job_contracts as j
 from gpu_remediation.ids import Activities
 from gpu_remediation.models import DcgmEvidence
 
@@ -36,6 +37,8 @@ SIDE_EFFECTS = frozenset(
         Activities.ESCALATE,
         Activities.NOTIFY_WORKLOAD_OWNER,
         Activities.RECORD_STEP,
+        Activities.REQUEST_CHECKPOINT,
+        Activities.WITHDRAW_CHECKPOINT,
     }
 )
 
@@ -78,6 +81,8 @@ class FakeFleet:
     """When set, replacements wait for it (a test decides when they finish)."""
     replacing: int = 0
     max_replacing: int = 0
+    node_jobs: list[j.NodeJobs] = field(default_factory=lambda: [j.NodeJobs()])
+    """Answers of successive job look-ups; the last one repeats."""
 
     def called(self, name: str) -> int:
         """How many times activity ``name`` ran."""
@@ -191,7 +196,29 @@ class FakeFleet:
         async def notify_workload_owner(input: c.NotifyWorkloadOwnerInput) -> None:
             self._log(Activities.NOTIFY_WORKLOAD_OWNER, input)
 
+        @activity.defn(name=Activities.FIND_NODE_JOBS)
+        async def find_node_jobs(input: j.FindNodeJobsInput) -> j.NodeJobs:
+            self._log(Activities.FIND_NODE_JOBS, input)
+            return self.node_jobs.pop(0) if len(self.node_jobs) > 1 else self.node_jobs[0]
+
+        @activity.defn(name=Activities.REQUEST_CHECKPOINT)
+        async def request_checkpoint(input: j.RequestCheckpointInput) -> j.CheckpointRequestResult:
+            self._log(Activities.REQUEST_CHECKPOINT, input)
+            asked = sum(job.pods for job in input.jobs if job.checkpoint_supported)
+            watched = sum(job.pods_on_node for job in input.jobs)
+            return j.CheckpointRequestResult(requested_pods=asked, watched_pods=watched)
+
+        @activity.defn(name=Activities.WITHDRAW_CHECKPOINT)
+        async def withdraw_checkpoint(
+            input: j.WithdrawCheckpointInput,
+        ) -> j.CheckpointWithdrawResult:
+            self._log(Activities.WITHDRAW_CHECKPOINT, input)
+            return j.CheckpointWithdrawResult(cleared_pods=sum(job.pods for job in input.jobs))
+
         return [
+            find_node_jobs,
+            request_checkpoint,
+            withdraw_checkpoint,
             read_node_health,
             quarantine_node,
             release_node,

@@ -19,8 +19,10 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
     from gpu_remediation import contracts as c
+    from gpu_remediation import job_contracts as j
     from gpu_remediation.ids import Activities
-    from gpu_remediation.models import FaultClass, Rung
+    from gpu_remediation.jobs import JobRef
+    from gpu_remediation.models import FaultClass, Rung, Urgency
     from gpu_remediation.policy import Policy
 
 R = TypeVar("R", bound=BaseModel)
@@ -201,6 +203,55 @@ class NodeActions:
             start_to_close_timeout=BOOKKEEPING_TIMEOUT,
             retry_policy=BOOKKEEPING_RETRY,
             summary="notify the workload owner",
+        )
+
+    async def find_jobs(self) -> j.NodeJobs:
+        """Find the training jobs whose GPU pods run on the node."""
+        return await self._bookkeeping(
+            Activities.FIND_NODE_JOBS,
+            j.FindNodeJobsInput(**self._ids(), label_keys=self._policy.jobs.label_keys),
+            j.NodeJobs,
+            "find the jobs on the node",
+        )
+
+    async def request_checkpoint(
+        self,
+        incident: str,
+        jobs: list[JobRef],
+        deadline: datetime,
+        urgency: Urgency,
+        reason: str,
+    ) -> j.CheckpointRequestResult:
+        """Ask the opted-in jobs to checkpoint by ``deadline``; watch the node's GPU pods."""
+        return await self._bookkeeping(
+            Activities.REQUEST_CHECKPOINT,
+            j.RequestCheckpointInput(
+                **self._ids(),
+                request_incident=incident,
+                deadline=deadline,
+                urgency=urgency,
+                reason=reason[:256],
+                label_keys=self._policy.jobs.label_keys,
+                jobs=jobs,
+            ),
+            j.CheckpointRequestResult,
+            f"ask {len(jobs)} job(s) to checkpoint",
+        )
+
+    async def withdraw_checkpoint(
+        self, incident: str, jobs: list[JobRef]
+    ) -> j.CheckpointWithdrawResult:
+        """Remove this incident's checkpoint requests and watch marks."""
+        return await self._bookkeeping(
+            Activities.WITHDRAW_CHECKPOINT,
+            j.WithdrawCheckpointInput(
+                **self._ids(),
+                request_incident=incident,
+                label_keys=self._policy.jobs.label_keys,
+                jobs=jobs,
+            ),
+            j.CheckpointWithdrawResult,
+            "withdraw the checkpoint request",
         )
 
     async def record(

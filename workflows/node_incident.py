@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.classifier import classify
     from gpu_remediation.contracts import NodeHealth, QuarantineResult
     from gpu_remediation.ids import SA_FAULT_CLASS
+    from gpu_remediation.jobs import CheckpointAnswer, JobRef
     from gpu_remediation.models import Classification, FaultClass, Outcome, Rung
     from gpu_remediation.workflow_models import AbortInput, NodeRemediationInput
     from workflows.incident import IncidentRecord
@@ -57,6 +58,15 @@ class NodeIncident:
         self._outcome: Outcome | None = None
         self._replaced_by: str | None = None
         self._escalation_reference: str | None = None
+        # The job stage (workflows.node_jobs).
+        self._jobs: list[JobRef] = []
+        self._jobs_coordinated = False
+        self._request_incident: str | None = None
+        self._answer: CheckpointAnswer | None = None
+        self._checkpoint: str | None = None
+        self._pods_ended = 0
+        self._ignored_answers = 0
+        self._deferred = False
 
     @property
     def _pool(self) -> str | None:

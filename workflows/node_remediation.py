@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.node_handlers import OperatorHandlers
 from workflows.node_incident import failure_cause
+from workflows.node_jobs import JOB_STAGE_PATCH, JobCoordination
 from workflows.node_rungs import CorrectiveRungs
 
 # How long a run waits for its first evidence when started without a signal.
@@ -40,7 +41,7 @@ IN_SERVICE = (Outcome.REPAIRED, Outcome.RECOVERED, Outcome.NO_FAULT_FOUND)
 
 
 @workflow.defn(name=NODE_WORKFLOW_TYPE)
-class NodeRemediationWorkflow(OperatorHandlers, CorrectiveRungs):
+class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs):
     """Remediates one GPU node along the policy's ladder."""
 
     @workflow.init
@@ -230,19 +231,26 @@ class NodeRemediationWorkflow(OperatorHandlers, CorrectiveRungs):
         await self._note(Rung.QUARANTINE, "quarantined: cordoned and tainted NoSchedule")
         return True
 
-    async def _stop_gpu_work(self) -> None:
-        """Evict the GPU pods once, before the first step that needs idle GPUs."""
+    async def _stop_gpu_work(self) -> bool:
+        """Give the jobs their wait, then evict the GPU pods, once, before the first disruption.
+
+        Returns:
+            False when an operator's skip or abort cut the job wait: nothing was
+            evicted and the ladder's next decision applies what they asked.
+        """
         if self._drained:
-            return
+            return True
+        if workflow.patched(JOB_STAGE_PATCH) and not await self._coordinate_jobs():
+            return False
         self._drained = True
         rung = Rung.STOP_GPU_WORK
         if not self._policy.rung(rung).enabled:
             self._record.decide("stop_gpu_work", "skipped", "disabled by policy", rung)
-            return
+            return True
         self._set_rung(rung)
         if self._dry_run:
             self._record.decide("stop_gpu_work", "would evict GPU pods", "dry run", rung)
-            return
+            return True
         attempt = self._record.begin(rung)
         try:
             drained = await self._actions.drain()
@@ -253,10 +261,12 @@ class NodeRemediationWorkflow(OperatorHandlers, CorrectiveRungs):
             result = f"drain failed: {failure_cause(err)}"
         self._record.end(attempt, result)
         self._record.decide("stop_gpu_work", result, "GPUs must be idle to diagnose or reset")
+        return True
 
     async def _run_rung(self, rung: Rung) -> Rung:
         """Run a working rung and its verification; return the rung to try next."""
-        await self._stop_gpu_work()
+        if not await self._stop_gpu_work():
+            return rung  # an operator cut the job wait: the next decision applies it
         self._set_rung(rung)
         self._last_rung = rung
         if self._dry_run:
@@ -286,7 +296,8 @@ class NodeRemediationWorkflow(OperatorHandlers, CorrectiveRungs):
         if self._dry_run:
             self._outcome = Outcome.DRY_RUN
             return True
-        await self._stop_gpu_work()
+        if not await self._stop_gpu_work():
+            return False
         if await self._verify(None, "after recovery"):
             await self._close_in_service(Outcome.RECOVERED, "the node recovered on its own")
             return True
@@ -357,6 +368,7 @@ class NodeRemediationWorkflow(OperatorHandlers, CorrectiveRungs):
         self._classify()
         self._record.decide("cooldown", "fault returned", f"within {cooldown} of {self._outcome}")
         self._outcome, self._quarantine, self._drained = None, None, False
+        self._jobs_coordinated, self._answer = False, None
         return True
 
     def _rung_after_relapse(self, start: Rung) -> Rung:

@@ -11,6 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from gpu_remediation.ids import SA_OUTCOME, SA_RUNG
+    from gpu_remediation.jobs import describe_jobs
     from gpu_remediation.models import Rung
     from gpu_remediation.workflow_models import NodeRemediationResult, NodeRemediationState
     from workflows import metrics
@@ -46,6 +47,10 @@ class IncidentView(NodeIncident):
         if self._outcome:
             parts.append(f"outcome **{self._outcome}**")
         header = f"### {self._input.node} ({self._pool or 'no pool'})\n" + " · ".join(parts)
+        if self._jobs:
+            header += f"\n\njobs: {describe_jobs(self._jobs)}"
+            if self._checkpoint:
+                header += f" · checkpoint: **{self._checkpoint}**"
         workflow.set_current_details(header + "\n\n" + self._record.summary())
 
     async def _wait_while_paused(self) -> None:
@@ -75,6 +80,8 @@ class IncidentView(NodeIncident):
             decisions=list(self._record.decisions),
             outcome=self._outcome,
             started_at=self._started_at,
+            jobs=list(self._jobs),
+            checkpoint=self._checkpoint,
         )
 
     def _finish(self) -> NodeRemediationResult:

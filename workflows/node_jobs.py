@@ -1,0 +1,208 @@
+"""Job coordination: before the first disruption, give the node's jobs their chance.
+
+The node's GPU pods are grouped by job (JobSet, batch/v1 Job, Kubeflow, or the
+policy's own label keys). By the fault class's urgency the incident then goes
+on at once (``immediate``), asks the jobs that opted in to checkpoint and waits
+for the answer up to ``jobs.checkpoint_timeout`` (``checkpoint_first``), or keeps
+the quarantined node running its job until the job ends or checkpoints, up to
+``jobs.max_defer`` (``when_idle``). The wait is a durable timer plus the signals
+the watcher's relay sends (an answer, a watched pod ended), so a worker or
+watcher restart loses neither the request nor the wait. Operators cut it with
+``approve stop_gpu_work`` or ``skip_to``; ``abort`` withdraws the request.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from gpu_remediation.ids import Signals
+    from gpu_remediation.job_contracts import CheckpointAnswerReport, NodeJobs, WatchedPodEnded
+    from gpu_remediation.jobs import JobRef, describe_jobs, incident_id, judge_answer
+    from gpu_remediation.models import Rung, Urgency
+
+from workflows.node_compensation import Compensation
+from workflows.node_incident import failure_cause
+
+JOB_STAGE_PATCH = "job-coordination"
+"""Incidents started before the job stage existed replay without it."""
+MAX_IGNORED_ANSWER_LOGS = 10
+"""Ignored answers beyond this are counted, not logged (a looping job must not
+fill the decision log)."""
+
+
+class JobCoordination(Compensation):
+    """Finds the node's jobs and waits for them as the fault's urgency allows."""
+
+    @workflow.signal(
+        name=Signals.CHECKPOINT_ANSWER, description="Relayed: a job answered a checkpoint request."
+    )
+    def checkpoint_answer(self, report: CheckpointAnswerReport) -> None:
+        """Accept the first valid answer for this incident's request; log the others."""
+        if self._request_incident is None or self._answer is not None:
+            self._ignore_answer(report.pod, "no checkpoint request is pending")
+            return
+        verdict = judge_answer(report.raw, report.truncated, self._request_incident)
+        if verdict.answer is None:
+            self._ignore_answer(report.pod, verdict.problem or "unreadable")
+            return
+        self._answer = verdict.answer
+        answer = verdict.answer
+        if answer.refused is not None:
+            self._checkpoint = f"refused by {report.pod}"
+            self._record.decide("jobs", "checkpoint refused", f"{report.pod}: {answer.refused}")
+        else:
+            self._checkpoint = f"saved at step {answer.step}"
+            saved = answer.saved_at.isoformat() if answer.saved_at else "time not given"
+            self._record.decide(
+                "jobs", "checkpoint answered", f"{report.pod}: step {answer.step}, saved {saved}"
+            )
+        self._update_details()
+
+    @workflow.signal(
+        name=Signals.WATCHED_POD_ENDED,
+        description="Relayed: a GPU pod this incident waits on ended.",
+    )
+    def watched_pod_ended(self, report: WatchedPodEnded) -> None:
+        """Wake the job wait to look again at what still runs on the node."""
+        if report.request_incident == self._request_incident:
+            self._pods_ended += 1
+
+    async def _coordinate_jobs(self) -> bool:
+        """Find the jobs and wait as the urgency says; False when an operator cut in."""
+        if self._jobs_coordinated or not self._policy.jobs.enabled:
+            return True
+        self._jobs_coordinated = True
+        found = await self._find_jobs()
+        if found is None or found.gpu_pods == 0:
+            return True
+        urgency, why = self._urgency()
+        asked = [job for job in found.jobs if job.checkpoint_supported]
+        if urgency == Urgency.IMMEDIATE:
+            self._record.decide("jobs", "no wait", why)
+            return True
+        if urgency == Urgency.CHECKPOINT_FIRST and not asked:
+            self._record.decide("jobs", "no wait", "no job on the node opted in to checkpoints")
+            return True
+        jobs = self._policy.jobs
+        timeout = jobs.checkpoint_timeout if urgency == Urgency.CHECKPOINT_FIRST else jobs.max_defer
+        if self._dry_run:
+            what = "ask for a checkpoint" if asked else "wait for the jobs to end"
+            self._record.decide("jobs", f"would {what}", f"{why}; up to {timeout}")
+            return True
+        return await self._wait_for_jobs(urgency, asked, timeout, why)
+
+    async def _find_jobs(self) -> NodeJobs | None:
+        try:
+            found = await self._actions.find_jobs()
+        except ActivityError as err:
+            # Not knowing the jobs must not keep a broken node in service.
+            self._record.decide("jobs", "could not list the jobs", failure_cause(err))
+            return None
+        self._jobs = list(found.jobs)
+        extra = f"; {found.unowned_pods} GPU pod(s) of no job" if found.unowned_pods else ""
+        self._record.decide("jobs", f"on the node: {describe_jobs(self._jobs)}", extra.lstrip("; "))
+        self._update_details()
+        return found
+
+    def _urgency(self) -> tuple[Urgency, str]:
+        assert self._classification is not None
+        manual = self._record.manual_request()
+        if manual is not None and manual.force:
+            return Urgency.IMMEDIATE, f"forced by {manual.requested_by}"
+        fault = self._classification.fault_class
+        urgency = self._policy.fault_class(fault).urgency
+        return urgency, f"urgency {urgency} for {fault}"
+
+    async def _wait_for_jobs(
+        self, urgency: Urgency, asked: list[JobRef], wait: timedelta, why: str
+    ) -> bool:
+        """Ask, then wait for an answer, the jobs' end, the deadline or an operator."""
+        info = workflow.info()
+        self._request_incident = incident_id(info.workflow_id, info.run_id)
+        deadline = workflow.now() + wait
+        try:
+            result = await self._actions.request_checkpoint(
+                self._request_incident, self._jobs, deadline, urgency, why
+            )
+        except ActivityError as err:
+            self._record.decide("jobs", "could not ask the jobs", failure_cause(err))
+            self._request_incident = None
+            return True
+        what = f"asked {describe_jobs(asked)} to checkpoint" if asked else "waiting for jobs to end"
+        self._checkpoint = "asked" if asked else "waiting for the jobs to end"
+        self._record.decide(
+            "jobs",
+            what,
+            f"{why}; {result.requested_pods} pod(s) asked, {result.watched_pods} watched, "
+            f"until {deadline.isoformat(timespec='seconds')} ({wait})",
+        )
+        self._awaiting_approval, self._approved = Rung.STOP_GPU_WORK, False
+        try:
+            outcome = await self._wait_loop(
+                deadline, "a job checkpoint" if asked else "jobs to end"
+            )
+        finally:
+            self._awaiting_approval = None
+        self._record.decide("jobs", "wait over", outcome)
+        await self._withdraw_request()
+        self._request_incident = None
+        if urgency == Urgency.WHEN_IDLE:
+            self._deferred = True
+        return self._abort is None and self._skip_to is None
+
+    async def _wait_loop(self, deadline: datetime, what: str) -> str:
+        """Wait until something ends the wait; return what did."""
+        while True:
+            remaining = deadline - workflow.now()
+            if remaining <= timedelta(0):
+                self._checkpoint = self._checkpoint if self._answer else "deadline passed"
+                return "deadline passed"
+            seen = self._pods_ended
+            self._waiting_for = f"{what} (until {deadline.isoformat(timespec='seconds')})"
+            self._update_details()
+            try:
+                await workflow.wait_condition(
+                    lambda s=seen: (  # type: ignore[misc]
+                        self._answer is not None
+                        or self._pods_ended != s
+                        or self._approved
+                        or self._skip_to is not None
+                        or self._abort is not None
+                    ),
+                    timeout=remaining,
+                    timeout_summary=f"wait for {what}",
+                )
+            except TimeoutError:
+                continue  # the loop sees the deadline passed
+            finally:
+                self._waiting_for = None
+            if self._abort is not None:
+                return "aborted by an operator"
+            if self._approved or self._skip_to is not None:
+                return "cut short by an operator"
+            if self._answer is not None:
+                return self._checkpoint or "answered"
+            found = await self._find_jobs()
+            if found is not None and found.gpu_pods == 0:
+                self._checkpoint = "the jobs ended"
+                return "no GPU work left on the node"
+
+    async def _withdraw_request(self) -> None:
+        """Remove the request from the jobs' pods (on other nodes they keep running)."""
+        assert self._request_incident is not None
+        try:
+            result = await self._actions.withdraw_checkpoint(self._request_incident, self._jobs)
+        except ActivityError as err:
+            self._record.decide("jobs", "could not withdraw the request", failure_cause(err))
+            return
+        if result.cleared_pods:
+            self._record.decide("jobs", "request withdrawn", f"from {result.cleared_pods} pod(s)")
+
+    def _ignore_answer(self, pod: str, problem: str) -> None:
+        self._ignored_answers += 1
+        if self._ignored_answers <= MAX_IGNORED_ANSWER_LOGS:
+            self._record.decide("jobs", "answer ignored", f"{pod}: {problem}")
