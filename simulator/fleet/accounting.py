@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.fleet.model import NodeState, Phase
+
 
 @dataclass(slots=True)
 class _Integral:
@@ -52,6 +54,20 @@ class Availability:
         self._available.count += available
         self._healthy.count += healthy
         self._schedulable.count += schedulable
+
+    def track(self, node: NodeState, now: float) -> None:
+        """Count ``node`` by its flags now (a change since it was last counted moves the counts).
+
+        The caller holds the fleet lock (the flags live on the node).
+        """
+        flags = (node.available, node.truly_healthy, node.schedulable)
+        if node.phase is Phase.GONE:
+            flags = (False, False, False)
+        if flags == node.counted:
+            return
+        delta = [int(new) - int(old) for new, old in zip(flags, node.counted, strict=True)]
+        self.change(now, available=delta[0], healthy=delta[1], schedulable=delta[2])
+        node.counted = flags
 
     def report(self, now: float) -> dict[str, float]:
         """Fractions of capacity-seconds so far (1.0 before any time has passed)."""

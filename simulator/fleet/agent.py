@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpu_remediation import catalog
 from gpu_remediation.models import EfaEvidence, Evidence, XidEvidence
 from gpu_remediation.npd_message import NPD_EFA_REASON, NPD_GPU_REASON, format_message
 from simulator.fleet.model import NodeState, Phase, pci_bus
+from simulator.fleet.ports import AgentFleet
 from simulator.kube_api import NODES, ApiError
-
-if TYPE_CHECKING:
-    from simulator.fleet.fleet import Fleet
 
 Condition = tuple[str, str, str]  # (status, reason, message)
 
@@ -114,7 +112,7 @@ def efa_condition(node: NodeState) -> Condition:
 class NodeAgent:
     """Writes each node's conditions from its true state (see the module docstring)."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: AgentFleet) -> None:
         self._fleet = fleet
         self._pending: set[str] = set()
 

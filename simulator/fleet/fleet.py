@@ -10,7 +10,11 @@ to what the real activities do through the real APIs:
 - deleting a NodeClaim drains and terminates the node and launches a new one
   (``karpenter.py``);
 - the node agent turns hardware state into node conditions (``agent.py``);
-- training jobs occupy the nodes and fail with them (``workloads.py``).
+- training jobs occupy the nodes and fail with them (``workloads.py``);
+- nodes are seeded, added and removed by the inventory (``inventory.py``).
+
+Each part takes the narrow interface it needs from ``ports.py``, never this
+class, so the imports run one way: ``fleet.py`` -> parts -> ``ports.py``.
 
 Faults come from a scenario, a fault mix (``injector.py``) or :meth:`Fleet.inject`.
 All durations are simulated time, scaled by ``time_factor`` (``clock.py``).
@@ -25,46 +29,34 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import uuid
 from collections import Counter, deque
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gpu_remediation import catalog
 from gpu_remediation.settings import Settings
 from simulator.aws import DEFAULT_REGION, MotoCloud
 from simulator.fleet.accounting import Availability
-from simulator.fleet.agent import EFA_HEALTHY, GPU_HEALTHY, READY, NodeAgent
+from simulator.fleet.agent import NodeAgent
 from simulator.fleet.clock import SimClock
 from simulator.fleet.config import FleetConfig, PoolSpec
 from simulator.fleet.faults import FAULTS, FaultKind
 from simulator.fleet.host import HostSimulator
 from simulator.fleet.injector import FaultInjector
+from simulator.fleet.inventory import Inventory
 from simulator.fleet.karpenter import Karpenter
 from simulator.fleet.model import ActiveFault, NodeState, Phase
 from simulator.fleet.reboots import Reboots
 from simulator.fleet.scheduler import Scheduler
 from simulator.fleet.snapshot import FleetSnapshot, InjectedFault, NodeTruth
 from simulator.fleet.workloads import Workloads
-from simulator.kube_api import (
-    NODECLAIMS,
-    NODEPOOLS,
-    NODES,
-    ApiError,
-    JobKubelet,
-    KubeApiServer,
-    KubeStore,
-)
+from simulator.kube_api import NODECLAIMS, NODES, ApiError, JobKubelet, KubeApiServer, KubeStore
 from simulator.kube_api.watch import Change
 
 log = logging.getLogger(__name__)
 
-AMI = "ami-12c6146b"
-LAUNCH_BATCH = 500
 FAULT_LOG_SIZE = 100_000
-GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
 class Fleet:
@@ -88,22 +80,20 @@ class Fleet:
         self.kube = KubeApiServer(self.store, port=kube_port)
         self.cloud = MotoCloud(DEFAULT_REGION)
         self.accounting = Availability(self.config.total_nodes)
+        self.inventory = Inventory(self, on_added=self._capacity_opened)
         self.agent = NodeAgent(self)
         self.host = HostSimulator(self)
-        self.karpenter = Karpenter(self)
-        self.reboots = Reboots(self)
+        self.karpenter = Karpenter(self, self.inventory)
         self.workloads = (
             Workloads(self, self.config.workloads) if self.config.workloads is not None else None
         )
+        self.reboots = Reboots(self, self.agent, self.workloads)
         self.injector = FaultInjector(
             self, self.config.scenario, self.config.fault_mix, self.config.seed
         )
         self._pools = {p.name: p for p in self.config.pools}
-        self._by_instance: dict[str, str] = {}
-        self._seq: Counter[str] = Counter()
         self._fault_ids = 0
         self._fault_log: deque[InjectedFault] = deque(maxlen=FAULT_LOG_SIZE)
-        self._ec2: Any = None
         self._kubelet: JobKubelet | None = None
         self._started = False
 
@@ -135,11 +125,10 @@ class Fleet:
         self.cloud.start()
         self.cloud.host_simulator = self.host.ssm
         self.cloud.on_reboot = self.reboots.on_reboot
-        self._ec2 = self.cloud.client("ec2")
+        ec2 = self.cloud.client("ec2")
         self.kube.start()
         self.store.add_hook(self._on_change)
-        for pool in self.config.pools:
-            self._seed_pool(pool)
+        self.inventory.seed(ec2)
         if self.config.job_executor:
             self._kubelet = JobKubelet(self.store, self.host.job).start()
         if run_clock:
@@ -257,15 +246,7 @@ class Fleet:
 
     def node_name_for_instance(self, instance_id: str) -> str | None:
         """The node running on EC2 instance ``instance_id``."""
-        with self.lock:
-            return self._by_instance.get(instance_id)
-
-    def next_node_name(self, pool: str) -> str:
-        """A new node (and NodeClaim) name in ``pool``."""
-        with self.lock:
-            name = f"{pool}-{self._seq[pool]:04d}"
-            self._seq[pool] += 1
-            return name
+        return self.inventory.node_name_for_instance(instance_id)
 
     def count(self, key: str, n: int = 1) -> None:
         """Add to one of the fleet's counters (shown in the snapshot)."""
@@ -325,133 +306,6 @@ class Fleet:
                 max_replacements_in_flight=self.karpenter.max_in_flight,
                 jobs=self.workloads.summary() if self.workloads is not None else None,
             )
-
-    # ------------------------------------------------------------ building
-
-    def launch_instances(self, pool: PoolSpec, count: int) -> list[str]:
-        """Run ``count`` instances of the pool's type in moto; return their ids."""
-        ids: list[str] = []
-        while len(ids) < count:
-            batch = min(LAUNCH_BATCH, count - len(ids))
-            reservation = self._ec2.run_instances(
-                ImageId=AMI,
-                MinCount=batch,
-                MaxCount=batch,
-                InstanceType=pool.instance_type,
-                Placement={"AvailabilityZone": self.config.zone},
-                TagSpecifications=[
-                    {
-                        "ResourceType": "instance",
-                        "Tags": [{"Key": "karpenter.sh/nodepool", "Value": pool.name}],
-                    }
-                ],
-            )
-            ids += [instance["InstanceId"] for instance in reservation["Instances"]]
-        return ids
-
-    def terminate_instance(self, instance_id: str) -> None:
-        """Terminate an instance in moto (idempotent, as EC2 is)."""
-        self._ec2.terminate_instances(InstanceIds=[instance_id])
-
-    def _seed_pool(self, pool: PoolSpec) -> None:
-        self.store.put(
-            NODEPOOLS,
-            {
-                "apiVersion": "karpenter.sh/v1",
-                "kind": "NodePool",
-                "metadata": {"name": pool.name},
-                "spec": {
-                    "template": {
-                        "metadata": {"labels": {GPU_PRESENT_LABEL: "true"}},
-                        "spec": {
-                            "nodeClassRef": {
-                                "group": "karpenter.k8s.aws",
-                                "kind": "EC2NodeClass",
-                                "name": "default",
-                            },
-                            "requirements": [
-                                {
-                                    "key": "node.kubernetes.io/instance-type",
-                                    "operator": "In",
-                                    "values": [pool.instance_type],
-                                }
-                            ],
-                        },
-                    },
-                    "disruption": {"budgets": [{"nodes": "10%"}]},
-                },
-                "status": {},
-            },
-        )
-        if pool.nodes:
-            for instance_id in self.launch_instances(pool, pool.nodes):
-                self.add_node(self.next_node_name(pool.name), pool, instance_id)
-
-    def add_node(self, name: str, pool: PoolSpec, instance_id: str) -> None:
-        """Register a new Ready node (and its Ready NodeClaim) running on ``instance_id``."""
-        interval = self.config.durations.npd_interval.total_seconds()
-        with self.lock:
-            node = NodeState(
-                name=name,
-                pool=pool.name,
-                instance_id=instance_id,
-                zone=self.config.zone,
-                boot_id=str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
-                reset_supported=pool.reset_supported,
-                gpus=pool.gpus_per_node,
-                agent_phase=self.rng.random() * interval,
-                created_at=self.clock.now(),
-                written_gpu=GPU_HEALTHY,
-                written_efa=EFA_HEALTHY,
-                written_ready=READY,
-                written_allocatable=pool.gpus_per_node,
-            )
-            self.nodes[name] = node
-            self._by_instance[instance_id] = name
-        labels = {
-            GPU_PRESENT_LABEL: "true",
-            "nvidia.com/gpu.count": str(pool.gpus_per_node),
-            "node.kubernetes.io/instance-type": pool.instance_type,
-            "topology.kubernetes.io/zone": self.config.zone,
-            "karpenter.sh/capacity-type": "on-demand",
-            "karpenter.sh/registered": "true",
-            "karpenter.sh/initialized": "true",
-        }
-        conditions = [
-            {"type": type_, "status": status, "reason": reason, "message": message}
-            for type_, (status, reason, message) in (
-                (catalog.NPD_GPU_CONDITION, GPU_HEALTHY),
-                (catalog.NPD_EFA_CONDITION, EFA_HEALTHY),
-            )
-        ]
-        self.store.put_node(
-            name,
-            node_pool=pool.name,
-            provider_id=node.provider_id,
-            labels=labels,
-            boot_id=node.boot_id,
-            gpus=pool.gpus_per_node,
-            conditions=conditions,
-        )
-        self.store.put_nodeclaim(
-            name, node_pool=pool.name, provider_id=node.provider_id, node_name=name, ready=True
-        )
-        with self.lock:
-            self._account(node)
-        if self.workloads is not None and self.clock.started:
-            self.workloads.request_placement()
-
-    def remove_node(self, name: str) -> None:
-        """Forget a terminated node (its slot stays unavailable until a new node is Ready)."""
-        with self.lock:
-            node = self.nodes.get(name)
-            if node is None:
-                return
-            node.phase = Phase.GONE
-            self._account(node)
-            del self.nodes[name]
-            self._by_instance.pop(node.instance_id, None)
-            self.counters["nodes.terminated"] += 1
 
     # -------------------------------------------------------------- faults
 
@@ -556,21 +410,13 @@ class Fleet:
             node = self.nodes.get(name)
             if node is None:
                 return
-            self._account(node)
+            self.accounting.track(node, self.clock.now())
         self.agent.schedule(name)
 
-    def _account(self, node: NodeState) -> None:
-        # Caller holds the lock.
-        flags = (node.available, node.truly_healthy, node.schedulable)
-        if node.phase is Phase.GONE:
-            flags = (False, False, False)
-        if flags == node.counted:
-            return
-        delta = [int(new) - int(old) for new, old in zip(flags, node.counted, strict=True)]
-        self.accounting.change(
-            self.clock.now(), available=delta[0], healthy=delta[1], schedulable=delta[2]
-        )
-        node.counted = flags
+    def _capacity_opened(self) -> None:
+        # A node came up or opened for scheduling: waiting jobs may fit now.
+        if self.workloads is not None and self.clock.started:
+            self.workloads.request_placement()
 
     # ---------------------------------------------------------------- hooks
 
@@ -608,9 +454,9 @@ class Fleet:
                 )
             opened = (ready and schedulable) and not (node.k8s_ready and node.k8s_schedulable)
             node.k8s_ready, node.k8s_schedulable = ready, schedulable
-            self._account(node)
-        if opened and self.workloads is not None and self.clock.started:
-            self.workloads.request_placement()
+            self.accounting.track(node, self.clock.now())
+        if opened:
+            self._capacity_opened()
 
     def _delete_claim(self, name: str) -> None:
         try:

@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from activities.host_commands import HostCommand, encode_output
 from simulator.aws import SimulatedInvocation
 from simulator.fleet import dcgm
 from simulator.fleet.faults import FaultKind, Fix
 from simulator.fleet.model import Phase
+from simulator.fleet.ports import HostFleet
 from simulator.kube_api import PODS
-
-if TYPE_CHECKING:
-    from simulator.fleet.fleet import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ class HostRun:
 class HostSimulator:
     """Runs the fixed host commands against the fleet's true state."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: HostFleet) -> None:
         self._fleet = fleet
 
     # ------------------------------------------------------------- executors

@@ -5,13 +5,10 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from simulator.fleet.faults import FAULTS, FaultMix, PlannedFault, Scenario, ScenarioEvent
 from simulator.fleet.model import Phase
-
-if TYPE_CHECKING:
-    from simulator.fleet.fleet import Fleet
+from simulator.fleet.ports import InjectorFleet
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +24,7 @@ class FaultInjector:
     """
 
     def __init__(
-        self, fleet: Fleet, scenario: Scenario | None, mix: FaultMix | None, seed: int
+        self, fleet: InjectorFleet, scenario: Scenario | None, mix: FaultMix | None, seed: int
     ) -> None:
         self._fleet = fleet
         self._scenario = scenario

@@ -21,12 +21,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from simulator.fleet.model import Phase
+from simulator.fleet.ports import KarpenterFleet
 from simulator.kube_api import NODECLAIMS, NODES, PODS, ApiError
 from simulator.kube_api.watch import Change
 
 if TYPE_CHECKING:
     from simulator.fleet.config import PoolSpec
-    from simulator.fleet.fleet import Fleet
+    from simulator.fleet.inventory import Inventory
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,9 @@ def _deleting(obj: dict[str, Any] | None) -> bool:
 class Karpenter:
     """Terminates nodes whose NodeClaim is deleted and launches their replacements."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: KarpenterFleet, inventory: Inventory) -> None:
         self._fleet = fleet
+        self._inventory = inventory
         self._launching: dict[str, str] = {}
         """NodeClaims created but not launched yet: name -> pool."""
         self.in_flight = 0
@@ -67,7 +69,7 @@ class Karpenter:
         """Create a NodeClaim for new capacity in ``pool``; its node follows after the delay."""
         fleet = self._fleet
         with fleet.lock:
-            name = fleet.next_node_name(pool.name)
+            name = self._inventory.next_node_name(pool.name)
             self._launching[name] = pool.name
         fleet.store.put_nodeclaim(name, node_pool=pool.name, ready=False)
         fleet.count("karpenter.provisioned")
@@ -83,8 +85,8 @@ class Karpenter:
         if pool_name is None:
             return  # its NodeClaim was deleted before the launch
         pool = fleet.pool(pool_name)
-        (instance_id,) = fleet.launch_instances(pool, 1)
-        fleet.add_node(name, pool, instance_id)
+        (instance_id,) = self._inventory.launch_instances(pool, 1)
+        self._inventory.add_node(name, pool, instance_id)
         fleet.count("karpenter.launched")
 
     # ------------------------------------------------------------- terminate
@@ -182,7 +184,7 @@ class Karpenter:
             node = fleet.nodes.get(name)
             instance_id = node.instance_id if node is not None else None
         if instance_id is not None:
-            fleet.terminate_instance(instance_id)
+            self._inventory.terminate_instance(instance_id)
         fleet.scheduler.call_later(
             fleet.config.durations.instance_termination.total_seconds(),
             lambda: self._finish(name),
@@ -192,7 +194,7 @@ class Karpenter:
         fleet = self._fleet
         with fleet.lock:
             self.in_flight -= 1
-        fleet.remove_node(name)
+        self._inventory.remove_node(name)
         try:
             fleet.store.delete_object(NODES, name)
         except ApiError as err:

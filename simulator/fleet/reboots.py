@@ -23,18 +23,28 @@ from typing import TYPE_CHECKING
 
 from simulator.fleet.faults import Fix
 from simulator.fleet.model import Phase
+from simulator.fleet.ports import RebootFleet
 
 if TYPE_CHECKING:
-    from simulator.fleet.fleet import Fleet
+    from simulator.fleet.agent import NodeAgent
+    from simulator.fleet.workloads import Workloads
 
 log = logging.getLogger(__name__)
 
 
 class Reboots:
-    """Reboots the fleet's hosts when EC2 is asked to."""
+    """Reboots the fleet's hosts when EC2 is asked to.
 
-    def __init__(self, fleet: Fleet) -> None:
+    Args:
+        fleet: The fleet whose hosts reboot.
+        agent: Reports Ready and the restarted NPD's conditions.
+        workloads: The training jobs a reboot interrupts (None without jobs).
+    """
+
+    def __init__(self, fleet: RebootFleet, agent: NodeAgent, workloads: Workloads | None) -> None:
         self._fleet = fleet
+        self._agent = agent
+        self._workloads = workloads
 
     def on_reboot(self, instance_id: str) -> None:
         """Moto's callback (its request thread): only hand over to the scheduler."""
@@ -46,17 +56,17 @@ class Reboots:
         with fleet.lock:
             node = fleet.nodes.get(name) if name is not None else None
             if name is None or node is None or node.phase is not Phase.RUNNING:
-                fleet.counters["reboots.ignored"] += 1
+                fleet.count("reboots.ignored")
                 return
             node.phase = Phase.REBOOTING
             node.reboot_token += 1
             token = node.reboot_token
-            fleet.counters["reboots"] += 1
+            fleet.count("reboots")
         log.info("%s rebooting", name)
-        fleet.agent.sync_ready(name)
+        self._agent.sync_ready(name)
         fleet.node_changed(name)
-        if fleet.workloads is not None:
-            fleet.workloads.node_broken(name)
+        if self._workloads is not None:
+            self._workloads.node_broken(name)
         fleet.scheduler.call_later(
             fleet.config.durations.reboot.total_seconds(), lambda: self._finish(name, token)
         )
@@ -69,7 +79,7 @@ class Reboots:
                 return
             cleared = [f for f in node.faults if f.info.cleared_by(Fix.REBOOT)]
             node.faults = [f for f in node.faults if not f.info.cleared_by(Fix.REBOOT)]
-            fleet.counters["faults.cleared"] += len(cleared)
+            fleet.count("faults.cleared", len(cleared))
             node.phase = Phase.RUNNING
             booted = node.kubelet_up
             if booted:
@@ -80,7 +90,7 @@ class Reboots:
         log.info("%s %s", name, "back from reboot" if booted else "did not come back")
         if booted:
             fleet.store.set_node_boot_id(name, boot_id)
-        fleet.agent.sync_ready(name)
+        self._agent.sync_ready(name)
         if booted:
-            fleet.agent.tick(name)
+            self._agent.tick(name)
         fleet.node_changed(name)

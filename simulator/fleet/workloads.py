@@ -29,7 +29,7 @@ from simulator.kube_api.watch import Change
 
 if TYPE_CHECKING:
     from simulator.fleet.config import WorkloadConfig
-    from simulator.fleet.fleet import Fleet
+    from simulator.fleet.ports import WorkloadsFleet
 
 JOB_LABEL = "training.gpu-remediation.io/job"
 RUN_LABEL = "training.gpu-remediation.io/run"
@@ -66,7 +66,7 @@ class JobStats:
 class Workloads:
     """Places, fails and completes the training jobs of the fleet."""
 
-    def __init__(self, fleet: Fleet, config: WorkloadConfig) -> None:
+    def __init__(self, fleet: WorkloadsFleet, config: WorkloadConfig) -> None:
         self._fleet = fleet
         self.config = config
         self.jobs: dict[str, TrainingJob] = {}
