@@ -24,6 +24,7 @@ from gpu_remediation.policy_loader import PolicyError, load_policy
 from gpu_remediation.settings import Settings
 from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
+from triggers.checkpoint_relay import CheckpointRelay
 from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter
 from triggers.watcher import NodeConditionWatcher
@@ -112,6 +113,14 @@ def watch(
             show_default=False,
         ),
     ] = None,
+    checkpoint_relay: Annotated[
+        bool,
+        typer.Option(
+            "--checkpoint-relay/--no-checkpoint-relay",
+            help="Also watch Pods and relay jobs' checkpoint answers to their incidents "
+            "(docs/checkpoint-contract.md).",
+        ),
+    ] = True,
     log_format: Annotated[
         str | None,
         typer.Option(
@@ -175,6 +184,7 @@ def watch(
                 address=address,
                 namespace=namespace,
                 health_bind=settings.health_bind,
+                checkpoint_relay=checkpoint_relay,
             )
         )
 
@@ -190,6 +200,7 @@ async def _run(
     address: str | None,
     namespace: str | None,
     health_bind: str | None = None,
+    checkpoint_relay: bool = True,
 ) -> None:
     profile = ClientConfigProfile.load()
     profile = dataclasses.replace(
@@ -222,8 +233,12 @@ async def _run(
 
         health = HealthServer(health_bind, ready=ready, metrics=metrics.exposition)
         await health.start()
+    relay = CheckpointRelay(api, client, cluster) if checkpoint_relay else None
     try:
-        await watcher.run(stop)
+        if relay is None:
+            await watcher.run(stop)
+        else:
+            await asyncio.gather(watcher.run(stop), relay.run(stop))
     finally:
         if health is not None:
             await health.stop()

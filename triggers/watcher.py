@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -36,16 +35,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import urllib3
 from kubernetes import client as k8s
-from kubernetes import watch as k8s_watch
-from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from gpu_remediation.models import Model, NodeName
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
+from triggers.list_watch import ListWatch
 from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter, TemporalUnavailableError
 from triggers.unseen_recoveries import UnseenRecoveries
@@ -112,186 +109,37 @@ class Removed:
 NodeEvent = Listed | Changed | Removed
 
 
-class NodeSource:
-    """List-then-watch of the selected Nodes, in a thread of its own.
+class NodeSource(ListWatch):
+    """List-then-watch of the selected Nodes, as :data:`NodeEvent` values.
 
     Args:
         core: ``CoreV1Api`` of the cluster.
         selector: Label selector sent to the API server ("" selects every node).
-        emit: Called (from this thread) with every :data:`NodeEvent`.
-        watch_timeout: Seconds each watch request lasts before it is resumed.
-        page_size: Nodes per list page.
-        backoff_initial: First delay after a failure, in seconds.
-        backoff_max: Cap of the exponential backoff, in seconds.
-        request_timeout: Client-side timeout of list requests, in seconds.
+        emit: Called (from the watch thread) with every :data:`NodeEvent`.
+        **options: Timeouts, page size and backoff of :class:`ListWatch`.
     """
 
     def __init__(
-        self,
-        core: Any,
-        selector: str,
-        emit: Callable[[NodeEvent], None],
-        *,
-        watch_timeout: int = 300,
-        page_size: int = 500,
-        backoff_initial: float = 0.5,
-        backoff_max: float = 30.0,
-        request_timeout: float = 60.0,
+        self, core: Any, selector: str, emit: Callable[[NodeEvent], None], **options: Any
     ) -> None:
-        self._core = core
-        self._selector = selector
         self._emit = emit
-        self._watch_timeout = watch_timeout
-        self._page_size = page_size
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
-        self._request_timeout = request_timeout
-        self._stopping = threading.Event()
-        self._watch: k8s_watch.Watch | None = None
-        self.lists = 0
-        """How many complete lists were taken (the first, then one per 410 or resync)."""
+        super().__init__(
+            core.list_node, selector, self._listed, self._changed, kind="node", **options
+        )
 
-    def stop(self) -> None:
-        """Ask the loop to end; an open watch is interrupted (safe from any thread)."""
-        self._stopping.set()
-        current = self._watch
-        if current is not None:
-            current.stop()
-
-    def run(self) -> None:
-        """List and watch until :meth:`stop`; never raises (failures are retried)."""
-        version: str | None = None
-        failures = 0
-        while not self._stopping.is_set():
-            delay = 0.0
-            try:
-                if version is None:
-                    version = self._list()
-                version, progressed = self._follow(version)
-                failures = 0 if progressed else failures + 1
-                if failures:
-                    delay = self._backoff(failures)
-            except ApiException as err:
-                failures += 1
-                if err.status == _GONE:
-                    # The version left the server's window: take a fresh list. The
-                    # first time at once; a server that keeps answering 410 is
-                    # backed off like any other failure.
-                    log.info("watch expired (410 Gone); listing the nodes again")
-                    version = None
-                    delay = 0.0 if failures == 1 else self._backoff(failures)
-                else:
-                    delay = self._backoff(failures)
-                    log.warning(
-                        "Kubernetes API error %s %s; retrying in %.1fs",
-                        err.status,
-                        err.reason,
-                        delay,
-                    )
-            except (urllib3.exceptions.HTTPError, OSError) as err:
-                if self._stopping.is_set():
-                    break  # the interrupted watch
-                failures += 1
-                delay = self._backoff(failures)
-                log.warning("Kubernetes API unreachable (%s); retrying in %.1fs", err, delay)
-            except Exception:
-                if self._stopping.is_set():
-                    break
-                # Unexpected (a malformed stream, a bug): start over from a list.
-                failures += 1
-                version = None
-                delay = self._backoff(failures)
-                log.exception("node watch failed; listing again in %.1fs", delay)
-            if delay and self._stopping.wait(delay):
-                break
-        log.info("node watch stopped")
-
-    def _backoff(self, failures: int) -> float:
-        return float(min(self._backoff_initial * 2 ** (failures - 1), self._backoff_max))
-
-    def _list(self) -> str:
-        nodes: list[NodeConditions] = []
-        version: str | None = None
-        token: str | None = None
-        while True:
-            response = self._core.list_node(
-                label_selector=self._selector or None,
-                limit=self._page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=self._request_timeout,
-            )
-            try:
-                body = json.loads(response.data)
-            finally:
-                response.release_conn()
-            metadata = body.get("metadata") or {}
-            # A paged list is one snapshot: its first page's version is the list's.
-            version = version or metadata.get("resourceVersion")
-            for item in body.get("items") or []:
-                node = parse_node(item)
-                if node is not None:
-                    nodes.append(node)
-            token = metadata.get("continue") or None
-            if token is None:
-                break
-        if not version:
-            raise ValueError("node list without a resourceVersion")
-        self.lists += 1
-        log.info("listed %d node(s) matching %r at version %s", len(nodes), self._selector, version)
+    def _listed(self, items: list[dict[str, Any]]) -> None:
+        nodes = [node for node in map(parse_node, items) if node is not None]
         self._emit(Listed(nodes))
-        return version
 
-    def _follow(self, version: str) -> tuple[str, bool]:
-        """Watch from ``version`` until the stream ends; return the last version seen.
-
-        The second value says whether the watch made progress (delivered an
-        event or lasted a while), so a server that ends every watch at once is
-        backed off instead of hammered.
-        """
-        w = k8s_watch.Watch()
-        self._watch = w
-        started = time.monotonic()
-        events = 0
-        try:
-            if self._stopping.is_set():
-                return version, True
-            for event in w.stream(
-                self._core.list_node,
-                label_selector=self._selector or None,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self._watch_timeout,
-                _request_timeout=(self._request_timeout, self._watch_timeout + 30),
-            ):
-                events += 1
-                version = self._handle(event) or version
-                if self._stopping.is_set():
-                    break
-        finally:
-            self._watch = None
-        return version, events > 0 or time.monotonic() - started >= 1.0
-
-    def _handle(self, event: Any) -> str | None:
-        # The client also builds V1Node models; only the raw JSON is used, and
-        # validated here. (Its deserialize=False mode cannot report ERROR events,
-        # so a 410 inside the stream would not surface as an ApiException.)
-        kind = event.get("type") if isinstance(event, dict) else None
-        obj = event.get("raw_object") if isinstance(event, dict) else None
-        if not isinstance(obj, dict):
-            raise ValueError(f"malformed watch event: {event!r:.200}")
-        version = (obj.get("metadata") or {}).get("resourceVersion")
-        if kind in ("ADDED", "MODIFIED"):
-            node = parse_node(obj)
-            if node is not None:
-                self._emit(Changed(node))
-        elif kind == "DELETED":
+    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
             name = (obj.get("metadata") or {}).get("name")
             if isinstance(name, str):
                 self._emit(Removed(name))
-        elif kind != "BOOKMARK":
-            log.warning("ignoring a watch event of type %r", kind)
-        return version if isinstance(version, str) and version else None
+            return
+        node = parse_node(obj)
+        if node is not None:
+            self._emit(Changed(node))
 
 
 # ------------------------------------------------------------------ delivery

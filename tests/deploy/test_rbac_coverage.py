@@ -23,14 +23,19 @@ from activities.aws import Ec2Activities
 from activities.host import HostActivities
 from activities.host_commands import encode_output
 from activities.kube_jobs import JobExecutor
+from activities.kube_workloads import WorkloadActivities
 from activities.kubernetes import KubernetesActivities
 from gpu_remediation import contracts as c
-from gpu_remediation.models import FaultClass, Rung
+from gpu_remediation import job_contracts as j
+from gpu_remediation.jobs import OPT_IN_ANNOTATION, OPT_IN_VALUE
+from gpu_remediation.models import FaultClass, Rung, Urgency
+from gpu_remediation.policy import DEFAULT_JOB_LABEL_KEYS
 from gpu_remediation.settings import Settings
 from simulator.kube_api import NODES, HostResult, JobKubelet, KubeApiServer, KubeStore
 from tests.activities.ssm_support import fixture
 from tests.deploy.rbac_support import Access, attributes, role
 from tests.deploy.support import DEPLOY, REPO, yaml_documents
+from triggers.list_watch import ListWatch
 from triggers.watcher import NodeSource
 
 ENV = ActivityEnvironment()
@@ -47,6 +52,7 @@ METHODS = {
     "list_node": {Access("", "nodes", "list")},
     "patch_node": {Access("", "nodes", "patch")},
     "list_pod_for_all_namespaces": {Access("", "pods", "list")},
+    "patch_namespaced_pod": {Access("", "pods", "patch")},
     "create_namespaced_pod_eviction": {Access("", "pods/eviction", "create")},
     "create_namespaced_event": {Access("", "events", "create")},
     "list_cluster_custom_object": {Access("karpenter.sh", "nodeclaims", "list")},
@@ -58,6 +64,7 @@ METHODS = {
     "read_namespaced_pod_log": {Access("", "pods/log", "get")},
 }
 CLIENT_CALL = re.compile(r"self\._(?:core|custom|batch)\.(\w+)\b")
+TRIGGER_CALL = re.compile(r"(?:core|CoreV1Api\(api_client\))\.(list_\w+)\b")
 
 
 def requested(kube: KubeApiServer) -> set[Access]:
@@ -77,7 +84,14 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
     kube = KubernetesActivities(client.CoreV1Api(api), client.CustomObjectsApi(api), settings())
     store.put_node("gpu-1", node_pool="h100", provider_id=PROVIDER, boot_id="boot-1")
     store.put_node("gpu-2", node_pool="h100")
-    store.put_pod("ml", "trainer-0", node_name="gpu-1", gpus=8)
+    store.put_pod(
+        "ml",
+        "trainer-0",
+        node_name="gpu-1",
+        gpus=8,
+        labels={"jobset.sigs.k8s.io/jobset-name": "llm"},
+        annotations={OPT_IN_ANNOTATION: OPT_IN_VALUE},
+    )
     store.put_nodeclaim("h100-abc", node_pool="h100", provider_id=PROVIDER, node_name="gpu-1")
     node = {"node": "gpu-1", "incident_id": "inc-1"}
     await ENV.run(kube.read_node_health, c.ReadNodeHealthInput(**node))
@@ -87,6 +101,7 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
         kube.notify_workload_owner,
         c.NotifyWorkloadOwnerInput(**node, fault_class=FaultClass.APPLICATION, message="Xid 13"),
     )
+    await run_job_activities(api, node)
     await ENV.run(kube.drain_gpu_pods, c.DrainGpuPodsInput(**node, timeout_s=5))
     await ENV.run(
         kube.record_step,
@@ -120,6 +135,32 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
             provider_id=PROVIDER,
             boot_id_before="boot-1",
             timeout_s=5,
+        ),
+    )
+
+
+async def run_job_activities(api: Any, node: dict[str, str]) -> None:
+    """The job stage's activities: find the jobs, ask them, withdraw the request."""
+    workloads = WorkloadActivities(client.CoreV1Api(api), settings())
+    keys = list(DEFAULT_JOB_LABEL_KEYS)
+    found = await ENV.run(workloads.find_node_jobs, j.FindNodeJobsInput(**node, label_keys=keys))
+    assert [job.name for job in found.jobs] == ["llm"]
+    incident = "gpu-remediation/default/gpu-1/run-1"
+    await ENV.run(
+        workloads.request_checkpoint,
+        j.RequestCheckpointInput(
+            **node,
+            request_incident=incident,
+            deadline=datetime.now(UTC) + timedelta(minutes=5),
+            urgency=Urgency.CHECKPOINT_FIRST,
+            label_keys=keys,
+            jobs=found.jobs,
+        ),
+    )
+    await ENV.run(
+        workloads.withdraw_checkpoint,
+        j.WithdrawCheckpointInput(
+            **node, request_incident=incident, label_keys=keys, jobs=found.jobs
         ),
     )
 
@@ -170,26 +211,38 @@ def test_the_watcher_role_allows_its_list_and_watch_and_nothing_more(
 ) -> None:
     store.put_node("gpu-1", labels={"nvidia.com/gpu.present": "true"})
     seen: list[Any] = []
-    source = NodeSource(client.CoreV1Api(api), "nvidia.com/gpu.present=true", seen.append)
-    thread = threading.Thread(target=source.run, daemon=True)
-    thread.start()
-    deadline = datetime.now(UTC) + timedelta(seconds=10)
-    while not any(r.query and "watch=" in r.query for r in kube.requests()):
-        assert datetime.now(UTC) < deadline, "the watcher never watched"
-        threading.Event().wait(0.02)
-    source.stop()
-    thread.join(5)
+    core = client.CoreV1Api(api)
+    nodes = NodeSource(core, "nvidia.com/gpu.present=true", seen.append)
+    # The checkpoint relay's source, as CheckpointRelay builds it.
+    pods = ListWatch(core.list_pod_for_all_namespaces, "", seen.append, lambda *_: None)
+    for source in (nodes, pods):
+        thread = threading.Thread(target=source.run, daemon=True)
+        thread.start()
+        deadline = datetime.now(UTC) + timedelta(seconds=10)
+        while source.lists == 0 or not any(
+            r.query and "watch=" in r.query and ("/pods" in r.path) == (source is pods)
+            for r in kube.requests()
+        ):
+            assert datetime.now(UTC) < deadline, "the watcher never watched"
+            threading.Event().wait(0.02)
+        source.stop()
+        thread.join(5)
     made = requested(kube)
     assert made == WATCHER, sorted(map(str, made))
 
 
 def test_every_client_method_the_code_calls_is_known_and_allowed() -> None:
-    files = [*(REPO / "activities").glob("*.py"), REPO / "triggers" / "watcher.py"]
-    for path in files:
+    for path in (REPO / "activities").glob("*.py"):
         for method in set(CLIENT_CALL.findall(path.read_text())):
             assert method in METHODS, f"{path.name} calls {method}: map it and grant it"
-            allowed = WATCHER if path.name == "watcher.py" else WORKER | JOB_EXECUTOR
-            assert METHODS[method] <= allowed, (path.name, method)
+            assert METHODS[method] <= WORKER | JOB_EXECUTOR, (path.name, method)
+    # The watcher and the relay hand a list method to their list-then-watch source.
+    for name in ("watcher.py", "checkpoint_relay.py"):
+        calls = set(TRIGGER_CALL.findall((REPO / "triggers" / name).read_text()))
+        assert calls, f"{name}: no client call found (has the pattern gone stale?)"
+        for method in calls:
+            assert method in METHODS, f"{name} calls {method}: map it and grant it"
+            assert METHODS[method] <= WATCHER, (name, method)
 
 
 def test_the_receiver_has_no_kubernetes_credentials() -> None:

@@ -1,0 +1,225 @@
+"""The checkpoint relay: what jobs write on their pods, signalled to their incident.
+
+An incident that waits for a job (workflows/node_jobs.py) writes a request on
+the job's pods and its id on the node's GPU pods, then waits on a durable timer
+and signals. This relay, run beside the node-condition watcher, watches Pods
+and sends those signals:
+
+- a pod that carries a request and a new ``checkpoint-answer`` value: the
+  value (bounded, unparsed: the incident judges it) goes to the incident named
+  in the request;
+- a pod that carries an incident's id and ends (deleted, Succeeded, Failed):
+  the incident is told, so it can look whether any GPU work is left.
+
+Only incidents of this cluster are signalled, pinned to their run id, so an
+answer cannot reach another incident or a later run of the same node. A signal
+to an incident that has closed is dropped; while Temporal is unreachable the
+signals wait in a bounded outbox and are retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+from pydantic import BaseModel, ValidationError
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from gpu_remediation.ids import Signals
+from gpu_remediation.job_contracts import CheckpointAnswerReport, WatchedPodEnded
+from gpu_remediation.jobs import (
+    ANSWER_ANNOTATION,
+    INCIDENT_ANNOTATION,
+    RELAYED_MAX_CHARS,
+    REQUEST_ANNOTATION,
+    CheckpointRequest,
+    parse_incident_id,
+)
+from triggers.list_watch import ListWatch
+
+log = logging.getLogger("gpu_remediation.checkpoint_relay")
+
+MAX_OUTBOX = 10_000
+_ENDED_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One signal for one incident run."""
+
+    workflow_id: str
+    run_id: str
+    signal: str
+    payload: BaseModel
+
+
+class CheckpointRelay:
+    """Watches Pods and signals incidents when their jobs answer or their pods end.
+
+    Args:
+        api_client: ``kubernetes.client.ApiClient`` of the cluster.
+        client: The Temporal client.
+        cluster: This cluster's name (only its incidents are signalled).
+        watch_timeout: Seconds each watch request lasts before it is resumed.
+        backoff_initial: First delay after an API or Temporal failure, seconds.
+        backoff_max: Cap of the exponential backoffs, seconds.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        client: Client,
+        cluster: str,
+        *,
+        watch_timeout: int = 300,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+    ) -> None:
+        self._client = client
+        self._cluster = cluster
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self.source = ListWatch(
+            k8s.CoreV1Api(api_client).list_pod_for_all_namespaces,
+            "",
+            self._listed,
+            self._changed,
+            kind="pod",
+            watch_timeout=watch_timeout,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
+        self._answers: dict[str, str] = {}
+        """Pod uid to the last answer relayed for it (an unchanged answer is not resent)."""
+        self._ended: set[str] = set()
+        self._outbox: deque[Outgoing] = deque(maxlen=MAX_OUTBOX)
+        self.sent: list[Outgoing] = []
+        """Signals delivered so far, most recent last (bounded; for tests and status)."""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Relay until ``stop`` is set, then stop the watch thread."""
+        self._loop = asyncio.get_running_loop()
+        self._queue = asyncio.Queue()
+        thread = threading.Thread(target=self.source.run, name="checkpoint-relay", daemon=True)
+        thread.start()
+        failures = 0
+        retry_at = 0.0
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            while not stop.is_set():
+                getter = asyncio.create_task(self._queue.get())
+                await asyncio.wait({getter, stopped}, timeout=1.0, return_when="FIRST_COMPLETED")
+                if getter.done():
+                    self._examine(*getter.result())
+                    while not self._queue.empty():
+                        self._examine(*self._queue.get_nowait())
+                else:
+                    getter.cancel()
+                if self._outbox and time.monotonic() >= retry_at:
+                    if await self._flush():
+                        failures = 0
+                    else:
+                        failures += 1
+                        delay = min(self._backoff_initial * 2 ** (failures - 1), self._backoff_max)
+                        retry_at = time.monotonic() + delay
+        finally:
+            stopped.cancel()
+            deadline = time.monotonic() + 5.0
+            while thread.is_alive() and time.monotonic() < deadline:
+                self.source.stop()
+                await asyncio.to_thread(thread.join, 0.1)
+            if self._outbox:
+                log.warning("stopping with %d unsent signal(s)", len(self._outbox))
+            self._loop = self._queue = None
+
+    # ------------------------------------------------------------ the watch thread
+
+    def _put(self, kind: str, obj: dict[str, Any]) -> None:
+        loop, queue = self._loop, self._queue
+        if loop is None or queue is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: shutting down
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, obj))
+
+    def _listed(self, items: list[dict[str, Any]]) -> None:
+        for item in items:
+            self._put("LISTED", item)
+
+    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
+        self._put(kind, obj)
+
+    # ------------------------------------------------------------ the event loop
+
+    def _examine(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        uid = str(meta.get("uid") or "")
+        name = f"{meta.get('namespace')}/{meta.get('name')}"
+        if not isinstance(annotations, dict) or not uid:
+            return
+        ended = kind == "DELETED" or (pod.get("status") or {}).get("phase") in _ENDED_PHASES
+        marker = annotations.get(INCIDENT_ANNOTATION)
+        if isinstance(marker, str) and ended and uid not in self._ended:
+            self._ended.add(uid)
+            target = parse_incident_id(marker, self._cluster)
+            if target is not None:
+                phase = "Deleted" if kind == "DELETED" else str(pod["status"]["phase"])
+                report = WatchedPodEnded(pod=name[:317], request_incident=marker, phase=phase)
+                self._outbox.append(Outgoing(*target, Signals.WATCHED_POD_ENDED, report))
+        answer = annotations.get(ANSWER_ANNOTATION)
+        request = annotations.get(REQUEST_ANNOTATION)
+        if kind == "DELETED":
+            self._answers.pop(uid, None)
+            self._ended.discard(uid)
+        elif isinstance(answer, str) and isinstance(request, str):
+            self._relay_answer(uid, name, answer, request)
+
+    def _relay_answer(self, uid: str, pod: str, answer: str, request: str) -> None:
+        if self._answers.get(uid) == answer:
+            return
+        self._answers[uid] = answer
+        try:
+            incident = CheckpointRequest.model_validate_json(request).incident
+        except ValidationError:
+            log.warning("%s: its checkpoint request is not ours (unreadable); not relayed", pod)
+            return
+        target = parse_incident_id(incident, self._cluster)
+        if target is None:
+            log.warning("%s: request names no incident of cluster %s", pod, self._cluster)
+            return
+        report = CheckpointAnswerReport(
+            pod=pod[:317],
+            request_incident=incident,
+            raw=answer[:RELAYED_MAX_CHARS],
+            truncated=len(answer) > RELAYED_MAX_CHARS,
+        )
+        log.info("%s answered %s", pod, incident)
+        self._outbox.append(Outgoing(*target, Signals.CHECKPOINT_ANSWER, report))
+
+    async def _flush(self) -> bool:
+        """Send the outbox in order; False when Temporal is unreachable (retry later)."""
+        while self._outbox:
+            out = self._outbox[0]
+            handle = self._client.get_workflow_handle(out.workflow_id, run_id=out.run_id)
+            try:
+                await handle.signal(out.signal, out.payload)
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    log.warning("cannot signal %s (%s); will retry", out.workflow_id, err)
+                    return False
+                log.info("%s/%s has closed; %s dropped", out.workflow_id, out.run_id, out.signal)
+            else:
+                self.sent.append(out)
+                del self.sent[:-1000]
+            self._outbox.popleft()
+        return True
