@@ -32,6 +32,7 @@ from gpu_remediation.workflow_models import (
 )
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet, failing_diag
+from tests.workflows.job_support import answer_json, job, on_node, relay_answer, requested_incident
 from tests.workflows.node_support import (
     Cluster,
     NodeHandle,
@@ -106,6 +107,15 @@ async def dry_run(c: Cluster) -> NodeHandle:
     return await c.report("gpu-h7", xid(79), pol=policy(dry_run=True))
 
 
+async def checkpoint_answered(c: Cluster) -> NodeHandle:
+    c.fleet.node_jobs = [on_node(job())]
+    handle = await c.report("gpu-h8", xid(48, gpu=1))
+    await assert_eventually(lambda: c.state(handle), lambda s: s.checkpoint == "asked")
+    incident = requested_incident(c.fleet)
+    await relay_answer(handle, incident, answer_json(incident))
+    return handle
+
+
 SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "reboot_repairs": reboot_repairs,
     "climbs_to_replacement": climbs_to_replacement,
@@ -114,6 +124,7 @@ SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "breaker_then_abort": breaker_then_abort,
     "relapse_in_cooldown": relapse_in_cooldown,
     "dry_run": dry_run,
+    "checkpoint_answered": checkpoint_answered,
 }
 
 

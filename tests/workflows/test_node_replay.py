@@ -38,7 +38,7 @@ async def test_recorded_incident_replays(path: Path) -> None:
 
 
 def test_every_recorded_scenario_is_present() -> None:
-    assert len(HISTORIES) >= 7
+    assert len(HISTORIES) >= 8
 
 
 async def test_a_fresh_incident_replays_against_its_own_history(
