@@ -30,6 +30,7 @@ from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, TASK_QUEUE
 from gpu_remediation.policy import Policy
 from simulator.fleet import Fleet, FleetConfig
 from triggers.starter import IncidentStarter
+from triggers.checkpoint_relay import CheckpointRelay
 from triggers.watcher import NodeConditionWatcher
 
 log = logging.getLogger("gpu_remediation.demo")
@@ -93,6 +94,8 @@ class DemoStack:
         self._api: Any = None
         self._watch_stop = asyncio.Event()
         self._watch_task: asyncio.Task[None] | None = None
+        self.relay: CheckpointRelay | None = None
+        self._relay_task: asyncio.Task[None] | None = None
 
     def worker_env(self) -> dict[str, str]:
         """The environment that points ``remediate worker`` at the fleet."""
@@ -125,7 +128,7 @@ class DemoStack:
         return self
 
     def start_watcher(self) -> None:
-        """Start the node-condition watcher as a task of this event loop."""
+        """Start the node-condition watcher and the checkpoint relay as tasks of this loop."""
         # Imported here: the worker module pulls in every activity and the AWS SDK.
         from worker import kube_api_client
 
@@ -135,6 +138,8 @@ class DemoStack:
         )
         self._watch_stop = asyncio.Event()
         self._watch_task = asyncio.create_task(self.watcher.run(self._watch_stop))
+        self.relay = CheckpointRelay(self._api, self.client, self.options.cluster)
+        self._relay_task = asyncio.create_task(self.relay.run(self._watch_stop))
 
     async def restart_worker(self) -> None:
         """Start a new worker process after the last one died, and wait until it polls."""
@@ -152,6 +157,10 @@ class DemoStack:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch_task
             self._watch_task = None
+        if self._relay_task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._relay_task
+            self._relay_task = None
         if force:
             self.worker.kill()
         else:
