@@ -32,7 +32,8 @@ RELAYED_MAX_CHARS = 2 * ANSWER_MAX_BYTES
 """The relay forwards at most this much of an answer (enough to tell it is oversized)."""
 CONTRACT_VERSION = 1
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_]{0,127}$")
+# Temporal run ids are UUIDs.
+_RUN_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def incident_id(workflow_id: str, run_id: str) -> str:

@@ -49,6 +49,11 @@ log = logging.getLogger("gpu_remediation.checkpoint_relay")
 
 MAX_OUTBOX = 10_000
 _ENDED_PHASES = ("Succeeded", "Failed")
+_FINAL = (
+    RPCStatusCode.NOT_FOUND,
+    RPCStatusCode.INVALID_ARGUMENT,
+    RPCStatusCode.FAILED_PRECONDITION,
+)
 
 
 @dataclass(frozen=True)
@@ -214,10 +219,11 @@ class CheckpointRelay:
             try:
                 await handle.signal(out.signal, out.payload)
             except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
+                if err.status not in _FINAL:
                     log.warning("cannot signal %s (%s); will retry", out.workflow_id, err)
                     return False
-                log.info("%s/%s has closed; %s dropped", out.workflow_id, out.run_id, out.signal)
+                # Closed, or never was: retrying cannot help, and must not hold up the rest.
+                log.info("%s/%s: %s dropped (%s)", out.workflow_id, out.run_id, out.signal, err)
             else:
                 self.sent.append(out)
                 del self.sent[:-1000]
