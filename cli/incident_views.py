@@ -15,6 +15,7 @@ from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
 from cli.output import age, timestamp
 from gpu_remediation.ids import SA_FAULT_CLASS, SA_NODE_POOL, SA_RUNG
+from gpu_remediation.jobs import describe_jobs
 from gpu_remediation.models import (
     AlertEvidence,
     ConditionEvidence,
@@ -53,6 +54,8 @@ def incident_row(
             "waiting_for": None,
             "paused": None,
             "dry_run": None,
+            "jobs": None,
+            "checkpoint": None,
             "error": str(state),
         }
     return row | {
@@ -63,6 +66,8 @@ def incident_row(
         "waiting_for": state.waiting_for,
         "paused": state.paused,
         "dry_run": state.dry_run,
+        "jobs": [job.display for job in state.jobs],
+        "checkpoint": state.checkpoint,
         "error": None,
     }
 
@@ -149,6 +154,11 @@ def print_incident(console: Console, shown: dict[str, Any]) -> None:
         f"stage [bold]{state.stage}[/]  waiting for [bold]{state.waiting_for or '-'}[/]"
         + (f"  outcome [bold]{state.outcome}[/]" if state.outcome else "")
     )
+    if state.jobs:
+        console.print(
+            f"jobs {describe_jobs(state.jobs)}"
+            + (f"  checkpoint [bold]{state.checkpoint}[/]" if state.checkpoint else "")
+        )
     evidence = Table(title="Evidence")
     for column in ("observed", "source", "what", "cleared"):
         evidence.add_column(column, no_wrap=column != "what")
