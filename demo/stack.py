@@ -29,8 +29,8 @@ from demo.worker_process import WorkerProcess
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, TASK_QUEUE
 from gpu_remediation.policy import Policy
 from simulator.fleet import Fleet, FleetConfig
-from triggers.starter import IncidentStarter
 from triggers.checkpoint_relay import CheckpointRelay
+from triggers.starter import IncidentStarter
 from triggers.watcher import NodeConditionWatcher
 
 log = logging.getLogger("gpu_remediation.demo")
