@@ -18,11 +18,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.common import WorkflowIDConflictPolicy
 
 from gpu_remediation.contracts import EnsureSemaphoreInput, LookupNodeHistoryInput, NodeHistory
-from gpu_remediation.ids import SA_OUTCOME, Activities
+from gpu_remediation.ids import SA_OUTCOME, SEMAPHORE_WORKFLOW_TYPE, Activities
 from gpu_remediation.models import Outcome
 from gpu_remediation.semaphore_models import SemaphoreInput
 from gpu_remediation.workflow_models import NodeRemediationResult, RungAttempt
-from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
 
 
 class TemporalActivities:
@@ -52,7 +51,7 @@ class TemporalActivities:
             input: Capacity for a newly started semaphore, and its workflow id.
         """
         handle = await self._client.start_workflow(
-            ReplacementSemaphoreWorkflow.run,
+            SEMAPHORE_WORKFLOW_TYPE,
             SemaphoreInput(capacity=input.capacity),
             id=input.workflow_id,
             task_queue=activity.info().task_queue,

@@ -14,6 +14,10 @@ TASK_QUEUE = "gpu-remediation"
 
 SEMAPHORE_WORKFLOW_ID = "gpu-remediation/replacement-semaphore"
 
+SEMAPHORE_WORKFLOW_TYPE = "ReplacementSemaphoreWorkflow"
+"""Workflow type of the replacement semaphore (``ensure_semaphore`` starts it by this name,
+so the activities import no workflow module)."""
+
 NODE_WORKFLOW_TYPE = "NodeRemediation"
 """Workflow type of the per-node incident (starters that do not import the workflow use it)."""
 

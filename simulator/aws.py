@@ -33,7 +33,7 @@ from moto.server import ThreadedMotoServer
 from moto.ssm.exceptions import SSMException
 from moto.ssm.models import ssm_backends
 
-from activities.host_commands import HostCommand, parse_tag
+from gpu_remediation.host_command import HostCommand, parse_tag
 
 DEFAULT_REGION = "us-west-2"
 

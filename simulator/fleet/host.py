@@ -3,7 +3,7 @@
 Both executors reach this: SSM Run Command through the moto adapter
 (``MotoCloud.host_simulator``) and the Job executor through the simulated
 kubelet (``JobKubelet``'s runner). The command is recognised from the
-script's tag line (``activities.host_commands``), never guessed.
+script's tag line (``gpu_remediation.host_command``), never guessed.
 
 - ``nvidia-smi -r``: clears what a reset clears on each GPU it resets; exits 3
   ("not supported") on a pool whose profile blocks the reset, 15 for a GPU that
@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from activities.host_commands import HostCommand, encode_output
+from gpu_remediation.host_command import HostCommand, encode_output
 from simulator.aws import SimulatedInvocation
 from simulator.fleet import dcgm
 from simulator.fleet.faults import FaultKind, Fix

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import NamedTuple
 
-from activities.host_commands import HostCommand, parse_tag
+from gpu_remediation.host_command import HostCommand, parse_tag
 
 from .errors import ApiError
 from .resources import JOBS

@@ -3,7 +3,7 @@
 import pytest
 from botocore.exceptions import ClientError
 
-from activities.host_commands import HostCommand
+from gpu_remediation.host_command import HostCommand
 from simulator.aws import SimulatedInvocation, moto_cloud
 
 

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
-from activities.host_commands import HostCommand
 from activities.kube_jobs import JobExecutor
+from gpu_remediation.host_command import HostCommand
 from gpu_remediation.settings import Settings
 from simulator.kube_api import JOBS, PODS, HostResult, JobKubelet, KubeStore, job_command
 

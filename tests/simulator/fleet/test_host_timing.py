@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from activities.host_commands import HostCommand, decode_output
+from gpu_remediation.host_command import HostCommand, decode_output
 from simulator.fleet import Durations, Fleet
 
 
