@@ -96,6 +96,9 @@ _NVIDIA_ACTION_TEXT: dict[catalog.NvidiaAction, str] = {
     catalog.NvidiaAction.CONTACT_SUPPORT: "hardware support needed",
     catalog.NvidiaAction.CHECK_MECHANICALS: "check power cabling",
     catalog.NvidiaAction.WORKFLOW: "needs diagnosis",
+    catalog.NvidiaAction.UPDATE_SWFW: "driver or firmware update needed",
+    catalog.NvidiaAction.CHECK_UVM: "needs diagnosis",
+    catalog.NvidiaAction.NONE: "needs diagnosis",
 }
 
 _EFA_WORDS: dict[str, str] = {
