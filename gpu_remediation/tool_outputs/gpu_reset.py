@@ -20,7 +20,13 @@ _RESET_EXIT_MEANINGS: dict[int, str] = {
     255: "other error",
 }
 _NOT_SUPPORTED_TEXT = re.compile(r"unknown error|not supported", re.IGNORECASE)
-_IN_USE_TEXT = re.compile(r"in use by another client", re.IGNORECASE)
+# Newer drivers: "In use by another client"; older ones: "is currently in use by
+# another process" (NVIDIA/gpu-operator#118). Both mean something holds the GPU.
+_IN_USE_TEXT = re.compile(
+    r"in use by another client|currently in use by another process|"
+    r"currently being used by one or more other processes",
+    re.IGNORECASE,
+)
 _FALLEN_OFF_TEXT = re.compile(r"fallen off the bus", re.IGNORECASE)
 
 
@@ -65,7 +71,8 @@ def parse_gpu_reset(
     elif _IN_USE_TEXT.search(text):
         status = "failed"
         detail = (
-            "GPU in use by another client (processes still hold it): "
+            "GPU in use by another client (processes, nvidia-persistenced or the DCGM "
+            "host engine still hold it): "
             f"{_relevant_line(text, _IN_USE_TEXT)}"
         )
     elif exit_code == 3 or _NOT_SUPPORTED_TEXT.search(text):

@@ -58,7 +58,7 @@ def test_every_reference_xid_maps_to_its_class(xid: int, expected: FC) -> None:
 
 
 def test_the_table_holds_every_reference_xid() -> None:
-    # Issue 18: the table is NVIDIA's whole catalog now (test_xid_catalog.py), not the reference's rows.
+    # Issue 18: the table is NVIDIA's whole catalog now (test_xid_catalog.py).
     assert set(REFERENCE_XIDS) <= set(catalog.XID_TABLE)
 
 
