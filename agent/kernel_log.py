@@ -51,6 +51,8 @@ class _Patterns:
         )
         self.sxid = re.compile(
             rb"(?P<dev>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bus>" + _BUS + rb")\):\s*"
+            # The severity word is required: the driver's "<code>, Data {...}" and
+            # "<code>, Severity N Engine ..." lines continue an event already read.
             rb"(?P<code>\d{1,6}),\s*(?P<sev>[Nn]on-[Ff]atal|[Ff]atal)(?P<rest>[^\n]*)"
         )
         self.gpu_off_bus = re.compile(

@@ -190,22 +190,21 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
 
     present = sorted({g.bus for g in report.gpus} | set(report.lost))
     count = len(present)
-    if report.attached is not None and report.attached > count:
-        # The header counts GPUs the output never shows: it was cut short, and
-        # the header must not stand in for the GPUs it lost.
-        return SmiOutcome(
-            unknown=(
-                f"GPU state unknown: nvidia-smi -q output cut short ({report.attached} attached,"
-                f" {count} shown)"
-            )
-        )
-    short = expected is not None and count < expected
+    # The header counts GPUs the output never shows: it was cut short. The header
+    # must not stand in for the GPUs it lost; what the shown GPUs say still counts.
+    cut_short = report.attached is not None and report.attached > count
+    short = not cut_short and expected is not None and count < expected
     # NVML numbers GPUs in bus order; with a GPU gone, today's order would shift
     # the others, so the map saved from a complete run is used instead.
     current = {bus: index for index, bus in enumerate(present)}
-    buses = saved_buses if short and saved_buses else current
-    outcome = SmiOutcome(buses=None if short else current)
-    if short:
+    buses = saved_buses if (short or cut_short) and saved_buses else current
+    outcome = SmiOutcome(buses=None if short or cut_short else current)
+    if cut_short:
+        outcome.unknown = (
+            f"GPU state unknown: nvidia-smi -q output cut short ({report.attached} attached,"
+            f" {count} shown)"
+        )
+    elif short:
         missing = sorted(set(saved_buses) - set(present))
         where = f": missing {', '.join(missing[:8])}" if missing else ""
         outcome.problems.append(
