@@ -132,7 +132,8 @@ def test_a_known_dcgm_error_id_wins_over_its_severity() -> None:
         (1, FC.INFORMATIONAL),
         (0, FC.UNKNOWN),
         (3, FC.UNKNOWN),
-        (5, FC.UNKNOWN),
+        # Issue 18: a CONFIG finding is for a person, not a reboot.
+        (5, FC.CONFIGURATION),
         (None, FC.UNKNOWN),
     ],
 )
