@@ -13,16 +13,13 @@ from datetime import UTC, datetime
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.diagnostics import (
-    DiagnosticParseError,
-    combine,
-    parse_dcgm_diag,
-    parse_dcgm_health,
-    parse_gpu_reset,
-)
 from activities.host_commands import HostCommand, HostCommandExecutor, decode_output
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
+from gpu_remediation.tool_outputs.common import DiagnosticParseError, combine
+from gpu_remediation.tool_outputs.dcgm_diag import parse_dcgm_diag
+from gpu_remediation.tool_outputs.dcgm_health import parse_dcgm_health
+from gpu_remediation.tool_outputs.gpu_reset import parse_gpu_reset
 
 
 class HostActivities:

@@ -51,6 +51,8 @@ class _Patterns:
         )
         self.sxid = re.compile(
             rb"(?P<dev>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bus>" + _BUS + rb")\):\s*"
+            # The severity word is required: the driver's "<code>, Data {...}" and
+            # "<code>, Severity N Engine ..." lines continue an event already read.
             rb"(?P<code>\d{1,6}),\s*(?P<sev>[Nn]on-[Ff]atal|[Ff]atal)(?P<rest>[^\n]*)"
         )
         self.gpu_off_bus = re.compile(
@@ -183,9 +185,12 @@ class _Collector:
             hit = XidHit(
                 79, normalize_bus(match["bus"].decode()), tail="GPU has fallen off the bus"
             )
-        elif patterns.banner_end.search(line):
-            # The three-line banner names the GPU two lines up, or in the last run.
+        elif end_match := patterns.banner_end.search(line):
+            # The three-line banner names the GPU two lines up, or in the last run;
+            # /dev/kmsg delivers it as ONE record with the newlines escaped (\x0a),
+            # so its own start comes first.
             before = bytes(buf[max(lo, start - _BANNER_LOOKBACK) : start])
+            before += line[: end_match.start()]
             starts = list(patterns.banner_start.finditer(before))
             bus = normalize_bus(starts[-1]["bus"].decode()) if starts else self.banner_bus
             tail = "fallen off the bus and is not responding to commands"

@@ -31,11 +31,16 @@ from gpu_remediation.policy import Policy
 FC = FaultClass
 
 NOTIFY_ONLY_CLASSES = frozenset({FC.APPLICATION, FC.INFORMATIONAL})
-"""Classes that win only when no other class is present."""
+"""Classes that do not touch the node by default (the workload owner is told)."""
+
+SECONDARY_CLASSES = NOTIFY_ONLY_CLASSES | {FC.CONFIGURATION}
+"""Classes that win only when no other class is present: a configuration finding
+next to a hardware fault must not turn the repair into an escalation."""
 
 TIE_BREAK_ORDER: tuple[FaultClass, ...] = (
     FC.INFORMATIONAL,
     FC.APPLICATION,
+    FC.CONFIGURATION,
     FC.UNKNOWN,
     FC.NODE_NOT_READY,
     FC.GPU_RESET_REQUIRED,
@@ -103,6 +108,9 @@ def _xid_class(xid: int) -> tuple[FaultClass, str]:
 
 def _from_xid(e: XidEvidence) -> _Finding:
     fault_class, meaning = _xid_class(e.xid)
+    if catalog.nvlink5_nonfatal(e.xid, e.message):
+        # NVIDIA's NVLink5 decode: a non-fatal unit error is IGNORE.
+        fault_class, meaning = FC.INFORMATIONAL, f"{meaning} (non-fatal)"
     action = e.recovery_action
     if action is None and e.xid == 154:
         action = catalog.recovery_action_from_message(e.message)
@@ -128,6 +136,11 @@ def _from_dcgm(e: DcgmEvidence) -> _Finding:
     fault_class, meaning = catalog.dcgm_class(e.error_id, e.severity)
     code = f" error {e.error_id}" if e.error_id is not None else " failure"
     test = f" ({e.test})" if e.test else ""
+    xid = catalog.dcgm_message_xid(e.message) if e.error_id == catalog.DCGM_XID_ERROR else None
+    if xid is not None:
+        # "Detected XID N for GPU M": the Xid table knows what N means.
+        fault_class, xid_meaning = _xid_class(xid)
+        meaning = f"Xid {xid}, {xid_meaning}"
     subject = f"DCGM {e.check}{code}{test}{_where(e.gpu_index)}: {meaning}"
     return _Finding(subject, fault_class, e.gpu_index)
 
@@ -310,7 +323,7 @@ def classify(evidence: Sequence[Evidence], policy: Policy) -> Classification:
 
     def rank(f: _Finding) -> tuple[int, int]:
         rung = start(f)
-        return (0 if f.fault_class in NOTIFY_ONLY_CLASSES else 1, rung.order if rung else -1)
+        return (0 if f.fault_class in SECONDARY_CLASSES else 1, rung.order if rung else -1)
 
     def key(f: _Finding) -> tuple[int, int, int]:
         assert f.fault_class is not None

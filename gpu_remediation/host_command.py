@@ -73,8 +73,7 @@ class HostCommand(Model):
         tag = TAG + self.model_dump_json()
         commands = [shlex.join(argv) for argv in self.argv()]
         if not self.encodes_output:
-            # Stops at the first GPU that fails, so its exit code is the result.
-            return [tag, " && ".join(commands)]
+            return [tag, *_RESET_RELEASE, f"{' && '.join(commands)}; rc=$?", *_RESET_RESTORE]
         return [
             tag,
             'out="$(mktemp)"',
@@ -82,6 +81,32 @@ class HostCommand(Model):
             f'printf %s {ENCODED_MARKER}; gzip -c "$out" | base64 -w0; rm -f "$out"',
             'exit "$rc"',
         ]
+
+
+# nvidia-smi -r refuses a GPU anything holds open ("In use by another client"):
+# nvidia-persistenced and the DCGM host engine do so on every GPU node. Before
+# the reset they are stopped, and after it started again, whatever the reset's
+# outcome. What was stopped is written to a state file first, so a retried
+# command (the first attempt lost mid-way) still restarts it, and a unit that
+# was not running is never started. Fixed text: nothing is interpolated.
+RESET_STATE_FILE = "/run/gpu-remediation-reset.held"
+_HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm")
+_RESET_RELEASE = [
+    f'held="{RESET_STATE_FILE}"; touch "$held"',
+    f"for unit in {' '.join(_HOLDERS)}; do",
+    '  if systemctl is-active --quiet "$unit" 2>/dev/null; then',
+    '    grep -qx "$unit" "$held" || echo "$unit" >> "$held"',
+    '    systemctl stop "$unit"',
+    "  fi",
+    "done",
+]
+# Exits with the reset's code, so the parser reads the reset, not the restart.
+_RESET_RESTORE = [
+    'while read -r unit; do systemctl start "$unit" || rc_start=$?; done < "$held"',
+    'rm -f "$held"',
+    '[ -n "${rc_start:-}" ] && echo "gpu-remediation: restarting a held unit failed" >&2',
+    'exit "$rc"',
+]
 
 
 def parse_tag(script: list[str]) -> HostCommand | None:

@@ -84,6 +84,7 @@ class FaultClass(StrEnum):
     ROW_REMAP_FAILURE = "row_remap_failure"
     HARDWARE_FAILURE = "hardware_failure"
     EFA_FAILURE = "efa_failure"
+    CONFIGURATION = "configuration"
     UNKNOWN = "unknown"
 
 

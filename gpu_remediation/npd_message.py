@@ -38,7 +38,7 @@ from functools import lru_cache
 from pydantic import Field, ValidationError
 
 from gpu_remediation import catalog
-from gpu_remediation.classifier import NOTIFY_ONLY_CLASSES, TIE_BREAK_ORDER, classify
+from gpu_remediation.classifier import SECONDARY_CLASSES, TIE_BREAK_ORDER, classify
 from gpu_remediation.models import (
     DcgmEvidence,
     EfaEvidence,
@@ -96,6 +96,9 @@ _NVIDIA_ACTION_TEXT: dict[catalog.NvidiaAction, str] = {
     catalog.NvidiaAction.CONTACT_SUPPORT: "hardware support needed",
     catalog.NvidiaAction.CHECK_MECHANICALS: "check power cabling",
     catalog.NvidiaAction.WORKFLOW: "needs diagnosis",
+    catalog.NvidiaAction.UPDATE_SWFW: "driver or firmware update needed",
+    catalog.NvidiaAction.CHECK_UVM: "needs diagnosis",
+    catalog.NvidiaAction.NONE: "needs diagnosis",
 }
 
 _EFA_WORDS: dict[str, str] = {
@@ -191,7 +194,7 @@ def severity_rank(item: Finding, policy: Policy | None = None) -> tuple[int, int
         verdict = classify([item], policy)
         fault_class, start = verdict.fault_class, verdict.start_rung
     return (
-        0 if fault_class in NOTIFY_ONLY_CLASSES else 1,
+        0 if fault_class in SECONDARY_CLASSES else 1,
         start.order if start is not None else -1,
         TIE_BREAK_ORDER.index(fault_class),
     )

@@ -77,6 +77,15 @@ class FaultClassPolicy(PolicyModel):
         return self
 
 
+ADDED_FAULT_CLASSES: dict[FaultClass, FaultClassPolicy] = {
+    # Issue 18: DCGM configuration findings; as in default_policy.yaml.
+    FaultClass.CONFIGURATION: FaultClassPolicy(
+        start_rung=Rung.ESCALATE, max_rung=Rung.ESCALATE, urgency=Urgency.WHEN_IDLE
+    ),
+}
+"""Classes added after policies were first recorded, with the default a policy without them gets."""
+
+
 class VerificationPolicy(PolicyModel):
     """The diagnostic run after every corrective step."""
 
@@ -290,6 +299,11 @@ class Policy(PolicyModel):
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:
+        if any(fc not in self.fault_classes for fc in ADDED_FAULT_CLASSES):
+            # A policy recorded before a class existed (workflow histories,
+            # running workflows' inputs) still decodes: the class gets its default.
+            added = {fc: p for fc, p in ADDED_FAULT_CLASSES.items() if fc not in self.fault_classes}
+            object.__setattr__(self, "fault_classes", {**self.fault_classes, **added})
         missing = [fc.value for fc in FaultClass if fc not in self.fault_classes]
         if missing:
             raise ValueError(f"fault_classes is missing: {', '.join(missing)}")

@@ -3,7 +3,7 @@
 A healthy answer is recognised with the standard library alone (every
 ``value`` in the document is ``Healthy``), so a healthy cycle stays cheap.
 Anything else goes through the project's full parser,
-``activities.diagnostics.parse_dcgm_health``, which turns failing systems into
+``gpu_remediation.tool_outputs.dcgm_health.parse_dcgm_health``, which turns failing systems into
 DCGM evidence (error ids recognised from DCGM's messages).
 """
 
@@ -86,10 +86,9 @@ def evaluate(result: ToolResult, config: AgentConfig, deadline: float) -> DcgmOu
         return DcgmOutcome(unknown=f"DCGM health unknown: {result.describe()}")
     if healthy_fast(result.stdout):
         return DcgmOutcome(detail="DCGM healthy")
-    from activities.diagnostics import (
-        DiagnosticParseError,
-        parse_dcgm_health,
-    )
+    # Imported only when health is not plainly healthy: pydantic is costly on a node.
+    from gpu_remediation.tool_outputs.common import DiagnosticParseError
+    from gpu_remediation.tool_outputs.dcgm_health import parse_dcgm_health
 
     text = result.stdout.decode("utf-8", "replace")
     observed = time.time()

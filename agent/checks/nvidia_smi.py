@@ -8,8 +8,13 @@ fields (so the ladder treats both sources alike):
   154 logs), reported as Xid 154 evidence with that action;
 * ``Remapped Rows / Pending: Yes``: DCGM error 85 (reset to apply the remap);
 * ``Remapped Rows / Remapping Failure Occurred: Yes``: DCGM error 80 (RMA criterion);
-* ``Unable to determine the device handle for GPU <bus>``: DCGM error 120 (lost);
-* fewer GPUs than expected: a note (quarantine and diagnose).
+* ``Retired Pages / Pending Page Blacklist: Yes`` (pre-Ampere GPUs; newer drivers
+  say ``Pending Page Retirement``): DCGM error 6 (reset to retire the page);
+* ``Unable to determine the device handle for GPU <bus>``: DCGM error 120 (lost),
+  on stdout or stderr (nvidia-smi prints it on either, depending on the driver);
+* fewer GPUs than expected: a note (quarantine and diagnose);
+* fewer ``GPU <bus>`` sections than ``Attached GPUs`` says: the output was cut
+  short, and the state of the GPUs it does not show is unknown (never healthy).
 
 GPU indices are NVML's: GPUs in PCI bus order.
 """
@@ -48,6 +53,7 @@ RECOVERY_WORDS: dict[str, int] = {
     "bus reset": 6,
     "system reboot": 7,
 }
+_PENDING_RETIREMENT_KEYS = frozenset({"Pending Page Blacklist", "Pending Page Retirement"})
 _NOT_SUPPORTED = frozenset({"n/a", "not supported", "[n/a]", "unknown error"})
 
 
@@ -60,6 +66,7 @@ class GpuRecord:
         self.recovery_action: str | None = None
         self.remap_pending: str | None = None
         self.remap_failure: str | None = None
+        self.page_retirement_pending: str | None = None
 
 
 class SmiReport:
@@ -117,6 +124,8 @@ def parse_query(text: str) -> SmiReport:
             current.remap_pending = value
         elif section == "Remapped Rows" and key == "Remapping Failure Occurred":
             current.remap_failure = value
+        elif section == "Retired Pages" and key in _PENDING_RETIREMENT_KEYS:
+            current.page_retirement_pending = value
     return report
 
 
@@ -157,7 +166,9 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
     """
     if result.status in ("hung", "missing", "error"):
         return SmiOutcome(unknown=f"GPU state unknown: {result.describe()}")
-    report = parse_query(result.stdout.decode("utf-8", "replace"))
+    # A lost GPU's "Unable to determine the device handle" may come on stderr.
+    stdout = result.stdout.decode("utf-8", "replace")
+    report = parse_query(stdout + "\n" + result.stderr.decode("utf-8", "replace"))
     now = time.time()
 
     def problem(**kw: object) -> Problem:
@@ -178,14 +189,22 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
         )
 
     present = sorted({g.bus for g in report.gpus} | set(report.lost))
-    count = max(len(present), report.attached or 0)
-    short = expected is not None and count < expected
+    count = len(present)
+    # The header counts GPUs the output never shows: it was cut short. The header
+    # must not stand in for the GPUs it lost; what the shown GPUs say still counts.
+    cut_short = report.attached is not None and report.attached > count
+    short = not cut_short and expected is not None and count < expected
     # NVML numbers GPUs in bus order; with a GPU gone, today's order would shift
     # the others, so the map saved from a complete run is used instead.
     current = {bus: index for index, bus in enumerate(present)}
-    buses = saved_buses if short and saved_buses else current
-    outcome = SmiOutcome(buses=None if short else current)
-    if short:
+    buses = saved_buses if (short or cut_short) and saved_buses else current
+    outcome = SmiOutcome(buses=None if short or cut_short else current)
+    if cut_short:
+        outcome.unknown = (
+            f"GPU state unknown: nvidia-smi -q output cut short ({report.attached} attached,"
+            f" {count} shown)"
+        )
+    elif short:
         missing = sorted(set(saved_buses) - set(present))
         where = f": missing {', '.join(missing[:8])}" if missing else ""
         outcome.problems.append(
@@ -249,6 +268,17 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
                     pci_bus=gpu.bus,
                     test="nvidia-smi row remapper",
                     text="Pending: Yes",
+                )
+            )
+        if (gpu.page_retirement_pending or "").lower() == "yes":
+            outcome.problems.append(
+                problem(
+                    kind="dcgm",
+                    error_id=6,
+                    gpu_index=index,
+                    pci_bus=gpu.bus,
+                    test="nvidia-smi retired pages",
+                    text="Pending Page Blacklist: Yes",
                 )
             )
     outcome.detail = f"{len(report.gpus)} GPU(s) answer nvidia-smi"

@@ -1,7 +1,7 @@
 """What the simulated host prints: ``dcgmi diag -j``, ``dcgmi health -c -j``, ``nvidia-smi -r``.
 
 Shapes are those of DCGM 4.x and nvidia-smi, as the project's parsers
-(``activities/diagnostics.py``) read them and as their fixtures in
+(``gpu_remediation/tool_outputs/``) read them and as their fixtures in
 ``tests/activities/fixtures`` show. Pure functions of a node's true state.
 """
 

@@ -1,6 +1,6 @@
 """Tool outputs for the fake executables: ``nvidia-smi -q`` text and ``dcgmi health -c -j`` JSON.
 
-Shapes follow the real tools (see activities/diagnostics.py for the DCGM JSON
+Shapes follow the real tools (see gpu_remediation/tool_outputs/ for the DCGM JSON
 and tests/activities/fixtures/README.md for where it comes from).
 """
 

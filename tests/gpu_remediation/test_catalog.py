@@ -22,7 +22,8 @@ REFERENCE_XIDS: dict[int, FC] = {
     54: FC.HARDWARE_FAILURE,
     62: FC.GPU_RESET_REQUIRED,
     63: FC.ROW_REMAP_PENDING,
-    64: FC.ROW_REMAP_FAILURE,
+    # Issue 18: NVIDIA says RESET_GPU, then field-diagnose before RMA.
+    64: FC.GPU_RESET_REQUIRED,
     68: FC.APPLICATION,
     69: FC.APPLICATION,
     74: FC.NVLINK_ERROR,
@@ -56,12 +57,13 @@ def test_every_reference_xid_maps_to_its_class(xid: int, expected: FC) -> None:
     assert info.meaning
 
 
-def test_the_table_holds_exactly_the_reference_xids() -> None:
-    assert set(catalog.XID_TABLE) == set(REFERENCE_XIDS)
+def test_the_table_holds_every_reference_xid() -> None:
+    # Issue 18: the table is NVIDIA's whole catalog now (test_xid_catalog.py).
+    assert set(REFERENCE_XIDS) <= set(catalog.XID_TABLE)
 
 
-@pytest.mark.parametrize("xid", [0, 1, 99, 142, 159, 1023])
-def test_xids_missing_from_the_reference_have_no_entry(xid: int) -> None:
+@pytest.mark.parametrize("xid", [0, 1, 2, 91, 173, 1023])
+def test_xids_nvidia_lists_as_unused_or_does_not_list_have_no_entry(xid: int) -> None:
     assert catalog.xid_info(xid) is None
 
 
@@ -103,7 +105,8 @@ def test_recovery_action_is_read_from_an_xid_154_line() -> None:
         (14, FC.NVLINK_ERROR),
         (80, FC.ROW_REMAP_FAILURE),
         (81, FC.GPU_RESET_REQUIRED),
-        (84, FC.ROW_REMAP_FAILURE),
+        # Issue 18: rows remapped after an uncorrectable error wait for a reset (DCGM: RESET).
+        (84, FC.ROW_REMAP_PENDING),
         (85, FC.ROW_REMAP_PENDING),
         (120, FC.GPU_FALLEN_OFF_BUS),
         (125, FC.GPU_RESET_REQUIRED),
@@ -129,7 +132,8 @@ def test_a_known_dcgm_error_id_wins_over_its_severity() -> None:
         (1, FC.INFORMATIONAL),
         (0, FC.UNKNOWN),
         (3, FC.UNKNOWN),
-        (5, FC.UNKNOWN),
+        # Issue 18: a CONFIG finding is for a person, not a reboot.
+        (5, FC.CONFIGURATION),
         (None, FC.UNKNOWN),
     ],
 )

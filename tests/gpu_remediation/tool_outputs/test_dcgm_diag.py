@@ -1,49 +1,25 @@
-"""Parsers of dcgmi diag / dcgmi health / nvidia-smi -r output (activities/diagnostics.py).
+"""``dcgmi diag -j`` (DCGM 3.x and 4.x) -> verdict and evidence (tool_outputs.dcgm_diag).
 
-Fixture provenance (which DCGM source each shape comes from) is in fixtures/README.md.
+Fixture provenance (the DCGM source of each shape): tests/activities/fixtures/README.md.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-from activities.diagnostics import (
-    DiagnosticParseError,
-    combine,
-    parse_dcgm_diag,
-    parse_dcgm_health,
-    parse_gpu_reset,
+from gpu_remediation.models import EvidenceReport
+from gpu_remediation.tool_outputs.common import DiagnosticParseError
+from gpu_remediation.tool_outputs.dcgm_diag import parse_dcgm_diag
+from tests.gpu_remediation.tool_outputs.support import (
+    NOW,
+    NVVS_ERROR_EXIT,
+    dcgm,
+    diag,
+    fixture,
 )
-from gpu_remediation.contracts import DiagnosticResult
-from gpu_remediation.models import DcgmEvidence, EvidenceReport
-
-FIXTURES = Path(__file__).parent / "fixtures"
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-NVVS_ERROR_EXIT = 226  # DCGM_ST_NVVS_ERROR (-30) as the shell sees it
-
-
-def fixture(name: str) -> str:
-    # A host-command executor decodes bytes leniently; do the same here.
-    return (FIXTURES / name).read_bytes().decode("utf-8", errors="replace")
-
-
-def diag(name: str, exit_code: int = 0) -> DiagnosticResult:
-    return parse_dcgm_diag(fixture(name), exit_code, observed_at=NOW)
-
-
-def health(name: str) -> DiagnosticResult:
-    return parse_dcgm_health(fixture(name), observed_at=NOW)
-
-
-def dcgm(result: DiagnosticResult) -> list[DcgmEvidence]:
-    assert all(isinstance(f, DcgmEvidence) for f in result.failures)
-    return [f for f in result.failures if isinstance(f, DcgmEvidence)]
-
 
 # ------------------------------------------------------------------ DCGM 4.x
 
@@ -372,229 +348,3 @@ def test_random_truncations_never_pass_unless_the_json_is_complete(name: str) ->
                 continue
             if result.passed:
                 assert cut >= complete, f"passed on output cut at {cut} of {len(full)}"
-
-
-@pytest.mark.parametrize(
-    "name", ["health_healthy.json", "health_memory_failure_gpu2_thermal_warning_gpu5.json"]
-)
-def test_random_health_truncations_never_pass_unless_the_json_is_complete(name: str) -> None:
-    full = fixture(name)
-    complete = len(full.rstrip())
-    for cut in range(len(full) + 1):
-        try:
-            result = parse_dcgm_health(full[:cut], observed_at=NOW)
-        except DiagnosticParseError:
-            continue
-        if result.passed:
-            assert cut >= complete, f"passed on output cut at {cut} of {len(full)}"
-
-
-# --------------------------------------------------------------- dcgmi health
-
-
-def test_health_all_healthy_passes() -> None:
-    result = health("health_healthy.json")
-
-    assert result.passed
-    assert result.failures == []
-    assert "healthy" in result.summary
-
-
-def test_health_memory_failure_on_gpu_2_becomes_evidence_with_error_id_85() -> None:
-    result = health("health_memory_failure_gpu2_thermal_warning_gpu5.json")
-
-    assert not result.passed
-    [evidence] = dcgm(result)
-    assert evidence.check == "health"
-    assert evidence.gpu_index == 2
-    assert evidence.test == "Memory"
-    assert evidence.error_id == 85  # recognised from DCGM's message template
-    assert "row remappings are pending" in evidence.message
-    assert evidence.source == "dcgmi-health"
-
-
-def test_health_thermal_warning_is_not_a_failure_but_is_in_the_summary() -> None:
-    result = health("health_memory_failure_gpu2_thermal_warning_gpu5.json")
-
-    assert all(f.gpu_index != 5 for f in dcgm(result))
-    assert "1 warning(s): Thermal on GPU 5" in result.summary
-    # The overflow chunks are joined back into one message.
-    assert "thermal violation in GPU 5." in result.summary
-
-
-def test_health_warning_only_passes() -> None:
-    doc = json.loads(fixture("health_memory_failure_gpu2_thermal_warning_gpu5.json"))
-    del doc["body"]["GPU"]["children"]["2"]
-    doc["body"]["Overall Health"]["value"] = "Warning"
-
-    result = parse_dcgm_health(json.dumps(doc), observed_at=NOW)
-
-    assert result.passed
-    assert "healthy with warnings" in result.summary
-
-
-def test_health_overall_failure_without_a_named_system_still_fails() -> None:
-    doc = {"body": {"Overall Health": {"value": "Failure"}}, "header": ["Health Monitor Report"]}
-
-    result = parse_dcgm_health(json.dumps(doc), observed_at=NOW)
-
-    assert not result.passed
-    assert "no failing system named" in result.summary
-
-
-def test_health_unknown_health_word_is_read_as_failure() -> None:
-    doc = json.loads(fixture("health_memory_failure_gpu2_thermal_warning_gpu5.json"))
-    system = doc["body"]["GPU"]["children"]["5"]["children"]["Errors"]["children"]
-    system["Thermal system"]["value"] = "Internal error"
-
-    result = parse_dcgm_health(json.dumps(doc), observed_at=NOW)
-
-    assert {f.gpu_index for f in dcgm(result)} == {2, 5}
-
-
-def test_health_failure_on_an_nvswitch_has_no_gpu_index() -> None:
-    doc = {
-        "body": {
-            "Overall Health": {"value": "Failure"},
-            "Switch": {
-                "children": {
-                    "0": {
-                        "value": "Failure",
-                        "children": {
-                            "Errors": {
-                                "children": {
-                                    "NVLINK system": {
-                                        "value": "Failure",
-                                        "overflow": ["Detected fatal errors on NvSwitch 0 link 4"],
-                                    }
-                                }
-                            }
-                        },
-                    }
-                }
-            },
-        },
-        "header": ["Health Monitor Report"],
-    }
-
-    [evidence] = dcgm(parse_dcgm_health(json.dumps(doc), observed_at=NOW))
-
-    assert evidence.gpu_index is None
-    assert evidence.message.startswith("Switch 0: NVLINK")
-
-
-def test_health_watches_not_enabled_is_a_parse_error() -> None:
-    with pytest.raises(DiagnosticParseError, match="Health watches not enabled"):
-        parse_dcgm_health(
-            "Error: Health watches not enabled. Please enable watches. \n", observed_at=NOW
-        )
-
-
-def test_health_truncated_output_is_a_parse_error() -> None:
-    text = fixture("health_memory_failure_gpu2_thermal_warning_gpu5.json")
-    with pytest.raises(DiagnosticParseError):
-        parse_dcgm_health(text[: len(text) // 2], observed_at=NOW)
-
-
-def test_health_json_without_overall_health_is_a_parse_error() -> None:
-    with pytest.raises(DiagnosticParseError, match="Overall Health"):
-        parse_dcgm_health('{"body": {}, "header": []}', observed_at=NOW)
-
-
-# --------------------------------------------------------------- nvidia-smi -r
-
-
-def test_reset_exit_0_is_ok() -> None:
-    result = parse_gpu_reset(
-        0, "GPU 00000000:53:00.0 was successfully reset.\nAll done.\n", "", command_id="c-1"
-    )
-
-    assert result.status == "ok"
-    assert result.command_id == "c-1"
-    assert "successfully reset" in result.detail
-
-
-def test_reset_exit_3_is_not_supported() -> None:
-    result = parse_gpu_reset(
-        3, "", "GPU Reset couldn't run because GPU 00000000:53:00.0 is not supported."
-    )
-
-    assert result.status == "not_supported"
-
-
-def test_reset_exit_15_is_fallen_off_bus() -> None:
-    result = parse_gpu_reset(
-        15, "", "Unable to determine the device handle for GPU 00000000:53:00.0: GPU is lost."
-    )
-
-    assert result.status == "fallen_off_bus"
-    assert "exited 15" in result.detail
-
-
-def test_reset_unknown_error_on_ec2_is_not_supported() -> None:
-    # On EC2 the hypervisor blocks the function-level reset.
-    result = parse_gpu_reset(255, "", "Failed to reset GPU 00000000:53:00.0: Unknown Error\n")
-
-    assert result.status == "not_supported"
-    assert "Unknown Error" in result.detail
-
-
-def test_reset_in_use_by_another_client_is_failed_with_detail() -> None:
-    result = parse_gpu_reset(
-        255,
-        "",
-        "GPU 00000000:53:00.0 is currently in use by another process.\n"
-        "Unable to reset GPU 00000000:53:00.0: In use by another client\n",
-    )
-
-    assert result.status == "failed"
-    assert "in use by another client" in result.detail.lower()
-
-
-@pytest.mark.parametrize(
-    ("exit_code", "meaning"),
-    [
-        (2, "invalid argument"),
-        (4, "no permission"),
-        (6, "not found"),
-        (9, "driver not loaded"),
-        (255, "other error"),
-        (42, "unexpected exit code"),
-    ],
-)
-def test_reset_other_exit_codes_are_failed_with_their_meaning(exit_code: int, meaning: str) -> None:
-    result = parse_gpu_reset(exit_code, "", "nvidia-smi: some error\n")
-
-    assert result.status == "failed"
-    assert meaning in result.detail
-    assert f"exited {exit_code}" in result.detail
-
-
-# ---------------------------------------------------------------------- combine
-
-
-def test_combine_passes_only_when_both_pass() -> None:
-    ok_diag, ok_health = diag("dcgm4_pass.json"), health("health_healthy.json")
-    bad_health = health("health_memory_failure_gpu2_thermal_warning_gpu5.json")
-
-    assert combine(ok_diag, ok_health).passed
-    combined = combine(ok_diag, bad_health)
-    assert not combined.passed
-    assert combined.failures == bad_health.failures
-    assert "dcgmi diag" in combined.summary
-    assert "dcgmi health" in combined.summary
-
-
-def test_combine_keeps_diag_failures_first_and_both_summaries() -> None:
-    bad_diag = diag("dcgm4_fail_gpu3.json", NVVS_ERROR_EXIT)
-    bad_health = health("health_memory_failure_gpu2_thermal_warning_gpu5.json")
-
-    combined = combine(bad_diag, bad_health)
-
-    assert not combined.passed
-    assert [f.key for f in combined.failures] == [
-        "dcgm/diag/85/3",
-        "dcgm/diag/80/3",
-        "dcgm/health/85/2",
-    ]
-    assert len(combined.summary) <= 1000
