@@ -18,8 +18,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.common import WorkflowIDConflictPolicy
 
 from gpu_remediation.contracts import EnsureSemaphoreInput, LookupNodeHistoryInput, NodeHistory
-from gpu_remediation.ids import SA_OUTCOME, SEMAPHORE_WORKFLOW_TYPE, Activities
+from gpu_remediation.ids import SEMAPHORE_WORKFLOW_TYPE, Activities
 from gpu_remediation.models import Outcome
+from gpu_remediation.search_attributes import SA_OUTCOME
 from gpu_remediation.semaphore_models import SemaphoreInput
 from gpu_remediation.workflow_models import NodeRemediationResult, RungAttempt
 

@@ -14,7 +14,6 @@ from rich.table import Table
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
 from cli.output import age, timestamp
-from gpu_remediation.ids import SA_FAULT_CLASS, SA_NODE_POOL, SA_RUNG
 from gpu_remediation.jobs import describe_jobs
 from gpu_remediation.models import (
     AlertEvidence,
@@ -25,6 +24,7 @@ from gpu_remediation.models import (
     ManualEvidence,
     XidEvidence,
 )
+from gpu_remediation.search_attributes import SA_FAULT_CLASS, SA_NODE_POOL, SA_RUNG
 from gpu_remediation.workflow_models import NodeRemediationState
 
 

@@ -24,16 +24,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from gpu_remediation.ids import (
-    NODE_WORKFLOW_TYPE,
-    SA_FAULT_CLASS,
-    SA_NODE_POOL,
-    SA_OUTCOME,
-    SA_RUNG,
-    Queries,
-    node_workflow_id,
-)
+from gpu_remediation.ids import NODE_WORKFLOW_TYPE, Queries, node_workflow_id
 from gpu_remediation.models import Outcome, Rung
+from gpu_remediation.search_attributes import SA_FAULT_CLASS, SA_NODE_POOL, SA_OUTCOME, SA_RUNG
 from gpu_remediation.workflow_models import NodeRemediationState
 
 QUERY_CONCURRENCY = 8

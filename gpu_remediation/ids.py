@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import re
 
-from temporalio.common import SearchAttributeKey
-
 TASK_QUEUE = "gpu-remediation"
 
 SEMAPHORE_WORKFLOW_ID = "gpu-remediation/replacement-semaphore"
@@ -132,16 +130,3 @@ class Queries:
     """Query names."""
 
     STATE = "state"
-
-
-# Typed search attributes: registered wherever a server is started (see
-# gpu_remediation.temporal_setup). An unregistered attribute makes the
-# workflow task retry forever, so every key must be listed in ALL.
-SA_NODE = SearchAttributeKey.for_keyword("GpuNode")
-SA_NODE_POOL = SearchAttributeKey.for_keyword("GpuNodePool")
-SA_FAULT_CLASS = SearchAttributeKey.for_keyword("GpuFaultClass")
-SA_RUNG = SearchAttributeKey.for_keyword("RemediationRung")
-SA_OUTCOME = SearchAttributeKey.for_keyword("RemediationOutcome")
-SA_CLUSTER = SearchAttributeKey.for_keyword("GpuCluster")
-
-ALL_SEARCH_ATTRIBUTES = (SA_NODE, SA_NODE_POOL, SA_FAULT_CLASS, SA_RUNG, SA_OUTCOME, SA_CLUSTER)

@@ -21,7 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import RPCError, RPCStatusCode
 
-from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES
+from gpu_remediation.search_attributes import ALL_SEARCH_ATTRIBUTES
 
 
 def _installed_binary(name: str) -> Path:

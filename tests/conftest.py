@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES
+from gpu_remediation.search_attributes import ALL_SEARCH_ATTRIBUTES
 from gpu_remediation.temporal_setup import (
     dev_server_path,
     register_search_attributes,

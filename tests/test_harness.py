@@ -1,7 +1,7 @@
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
-from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES
+from gpu_remediation.search_attributes import ALL_SEARCH_ATTRIBUTES
 from gpu_remediation.temporal_setup import register_search_attributes
 
 

@@ -13,9 +13,9 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from gpu_remediation.classifier import classify
     from gpu_remediation.contracts import NodeHealth, QuarantineResult
-    from gpu_remediation.ids import SA_FAULT_CLASS
     from gpu_remediation.jobs import CheckpointAnswer, JobRef
     from gpu_remediation.models import Classification, FaultClass, Outcome, Rung
+    from gpu_remediation.search_attributes import SA_FAULT_CLASS
     from gpu_remediation.workflow_models import AbortInput, NodeRemediationInput
     from workflows.incident import IncidentRecord
     from workflows.node_actions import NodeActions

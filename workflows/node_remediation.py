@@ -18,14 +18,14 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from gpu_remediation.ids import (
-        NODE_WORKFLOW_TYPE,
+    from gpu_remediation.ids import NODE_WORKFLOW_TYPE
+    from gpu_remediation.models import FaultClass, Outcome, Rung
+    from gpu_remediation.search_attributes import (
         SA_CLUSTER,
         SA_FAULT_CLASS,
         SA_NODE,
         SA_NODE_POOL,
     )
-    from gpu_remediation.models import FaultClass, Outcome, Rung
     from gpu_remediation.workflow_models import NodeRemediationInput, NodeRemediationResult
     from workflows import ladder, metrics
 

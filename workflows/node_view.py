@@ -10,9 +10,9 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from gpu_remediation.ids import SA_OUTCOME, SA_RUNG
     from gpu_remediation.jobs import describe_jobs
     from gpu_remediation.models import Rung
+    from gpu_remediation.search_attributes import SA_OUTCOME, SA_RUNG
     from gpu_remediation.workflow_models import NodeRemediationResult, NodeRemediationState
     from workflows import metrics
 

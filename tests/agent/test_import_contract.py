@@ -69,11 +69,6 @@ def test_package_itself_imports_nothing_from_temporal_kubernetes_aws_activities_
     assert not _forbidden(direct)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gpu_remediation/ids.py imports temporalio.common (SearchAttributeKey) and "
-    "models/contracts import ids: the domain still reaches Temporal (issue 19)",
-)
 @pytest.mark.parametrize("package", PACKAGES)
 def test_nothing_the_package_reaches_imports_temporal_kubernetes_or_aws(package: str) -> None:
     reached = _closure(sorted((ROOT / package).rglob("*.py")))

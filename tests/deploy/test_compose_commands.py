@@ -35,7 +35,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from demo.server import free_port
-from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES, Queries, node_workflow_id
+from gpu_remediation.ids import Queries, node_workflow_id
+from gpu_remediation.search_attributes import ALL_SEARCH_ATTRIBUTES
 from simulator.kube_api import KubeApiServer, KubeStore
 from tests.conftest import assert_eventually
 from tests.deploy.compose_support import bind_mounts, interpolated

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES
+from gpu_remediation.search_attributes import ALL_SEARCH_ATTRIBUTES
 from tests.deploy.compose_support import (
     MissingVariableError,
     bind_mounts,

@@ -11,7 +11,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from demo.server import free_port
-from gpu_remediation.ids import ALL_SEARCH_ATTRIBUTES
+from gpu_remediation.search_attributes import ALL_SEARCH_ATTRIBUTES
 from gpu_remediation.temporal_setup import dev_server_path
 from tests.conftest import assert_eventually
 from tests.triggers.watcher_support import (

@@ -2,7 +2,13 @@
 
 from temporalio.testing import WorkflowEnvironment
 
-from gpu_remediation.ids import SA_FAULT_CLASS, SA_NODE, SA_NODE_POOL, SA_OUTCOME, SA_RUNG
+from gpu_remediation.search_attributes import (
+    SA_FAULT_CLASS,
+    SA_NODE,
+    SA_NODE_POOL,
+    SA_OUTCOME,
+    SA_RUNG,
+)
 from tests.conftest import assert_eventually
 from tests.workflows.node_support import cluster, xid
 

@@ -1,0 +1,22 @@
+"""Search-attribute keys of the incidents, typed for the SDK.
+
+Kept apart from :mod:`gpu_remediation.ids` so that ids, and everything the node
+agent reaches through the domain package, imports no Temporal code: the agent's
+image does not ship temporalio (tests/agent/test_import_contract.py).
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
+
+# Typed search attributes: registered wherever a server is started (see
+# gpu_remediation.temporal_setup). An unregistered attribute makes the
+# workflow task retry forever, so every key must be listed in ALL.
+SA_NODE = SearchAttributeKey.for_keyword("GpuNode")
+SA_NODE_POOL = SearchAttributeKey.for_keyword("GpuNodePool")
+SA_FAULT_CLASS = SearchAttributeKey.for_keyword("GpuFaultClass")
+SA_RUNG = SearchAttributeKey.for_keyword("RemediationRung")
+SA_OUTCOME = SearchAttributeKey.for_keyword("RemediationOutcome")
+SA_CLUSTER = SearchAttributeKey.for_keyword("GpuCluster")
+
+ALL_SEARCH_ATTRIBUTES = (SA_NODE, SA_NODE_POOL, SA_FAULT_CLASS, SA_RUNG, SA_OUTCOME, SA_CLUSTER)
