@@ -29,10 +29,14 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.workflow_models import NodeRemediationInput, NodeRemediationResult
     from workflows import ladder, metrics
 
-from workflows.node_handlers import OperatorHandlers
-from workflows.node_incident import failure_cause
-from workflows.node_jobs import JOB_STAGE_PATCH, JobCoordination
-from workflows.node_rungs import CorrectiveRungs
+    # The stage and handler modules hold no module-level state, only the
+    # methods this class inherits. Passed through, they are imported once per
+    # worker instead of once per incident in its sandbox, which is most of an
+    # open incident's memory (bench/memory.py).
+    from workflows.node_handlers import OperatorHandlers
+    from workflows.node_incident import failure_cause
+    from workflows.node_jobs import JOB_STAGE_PATCH, JobCoordination
+    from workflows.node_rungs import CorrectiveRungs
 
 # How long a run waits for its first evidence when started without a signal.
 FIRST_EVIDENCE_WAIT = timedelta(minutes=1)
