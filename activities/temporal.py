@@ -57,7 +57,10 @@ class TemporalActivities:
             id=input.workflow_id,
             task_queue=activity.info().task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary="Fleet-wide cap on concurrent node replacements",
+            static_summary=(
+                f"Replacement semaphore (plumbing): fleet-wide cap of {input.capacity} "
+                "concurrent node replacements"
+            ),
         )
         activity.logger.info(
             "Replacement semaphore %s running as run %s", handle.id, handle.result_run_id

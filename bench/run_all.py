@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench import agent, alert_storm, ladder, memory, semaphore, simulator
+from bench import compare as compare_bench
 from bench import demo as demo_bench
 from bench.common import RESULTS_DIR, machine_notes
 
@@ -30,6 +31,7 @@ BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
     "alert_storm": lambda quick: alert_storm.run(quick=quick),
     "agent": lambda quick: agent.run(quick=quick),
     "demo": lambda quick: demo_bench.run(quick=quick),
+    "compare": lambda quick: compare_bench.run(quick=quick),
 }
 
 
@@ -90,6 +92,8 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
         rows += agent.summary_rows(results["agent"])
     if "demo" in results:
         rows += demo_bench.summary_rows(results["demo"])
+    if "compare" in results:
+        rows += compare_bench.summary_rows(results["compare"])
     return rows
 
 

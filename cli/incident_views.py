@@ -10,20 +10,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
 from cli.output import age, timestamp
+from gpu_remediation import incident_summary
+from gpu_remediation.incident_summary import summary_line
 from gpu_remediation.jobs import describe_jobs
-from gpu_remediation.models import (
-    AlertEvidence,
-    ConditionEvidence,
-    DcgmEvidence,
-    EfaEvidence,
-    Evidence,
-    ManualEvidence,
-    XidEvidence,
-)
+from gpu_remediation.models import Evidence, ManualEvidence
 from gpu_remediation.search_attributes import SA_FAULT_CLASS, SA_NODE_POOL, SA_RUNG
 from gpu_remediation.workflow_models import NodeRemediationState
 
@@ -46,10 +41,16 @@ def incident_row(
         "age_s": round((datetime.now(UTC) - execution.start_time).total_seconds()),
     }
     if isinstance(state, BaseException):
+        pool, fault, rung = (
+            attributes.get(SA_NODE_POOL),
+            attributes.get(SA_FAULT_CLASS),
+            attributes.get(SA_RUNG),
+        )
         return row | {
-            "pool": attributes.get(SA_NODE_POOL),
-            "fault_class": attributes.get(SA_FAULT_CLASS),
-            "rung": attributes.get(SA_RUNG),
+            "summary": summary_line(row["node"], pool, fault, rung=rung),
+            "pool": pool,
+            "fault_class": fault,
+            "rung": rung,
             "stage": None,
             "waiting_for": None,
             "paused": None,
@@ -59,6 +60,7 @@ def incident_row(
             "error": str(state),
         }
     return row | {
+        "summary": state_summary(state),
         "pool": state.node_pool,
         "fault_class": state.fault_class.value if state.fault_class else None,
         "rung": state.rung.value if state.rung else None,
@@ -70,6 +72,17 @@ def incident_row(
         "checkpoint": state.checkpoint,
         "error": None,
     }
+
+
+def state_summary(state: NodeRemediationState) -> str:
+    """The incident in one line, in the words of its page in the Temporal UI."""
+    return summary_line(
+        state.node,
+        state.node_pool,
+        state.fault_class.value if state.fault_class else None,
+        rung=state.rung.value if state.rung else None,
+        outcome=state.outcome.value if state.outcome else None,
+    )
 
 
 def print_list(console: Console, listing: dict[str, Any]) -> None:
@@ -103,31 +116,10 @@ def print_list(console: Console, listing: dict[str, Any]) -> None:
 
 
 def evidence_text(item: Evidence) -> str:
-    """What one piece of evidence says, in a line."""
-    if isinstance(item, XidEvidence):
-        text = f"Xid {item.xid}"
-        if item.gpu_index is not None:
-            text += f" on GPU {item.gpu_index}"
-        if item.recovery_action is not None:
-            text += f" (recovery action {item.recovery_action})"
-    elif isinstance(item, DcgmEvidence):
-        text = f"DCGM {item.check} error {item.error_id if item.error_id is not None else '?'}"
-        if item.gpu_index is not None:
-            text += f" on GPU {item.gpu_index}"
-    elif isinstance(item, EfaEvidence):
-        text = f"EFA {item.check} check" + (f" on {item.device}" if item.device else "")
-    elif isinstance(item, ConditionEvidence):
-        text = f"condition {item.type}={item.status}" + (f" ({item.reason})" if item.reason else "")
-    elif isinstance(item, AlertEvidence):
-        text = f"alert {item.labels.get('alertname', item.fingerprint or '?')}"
-    elif isinstance(item, ManualEvidence):
-        text = f"runbook {item.runbook} by {item.requested_by or '?'}"
-        if item.force:
-            text += " [bold red](forced)[/]"
-    else:  # pragma: no cover - the union is closed
-        text = item.key
-    if item.message:
-        text += f": {item.message}"
+    """What one piece of evidence says, in a line (the UI's static details use the same words)."""
+    text = escape(incident_summary.evidence_text(item))
+    if isinstance(item, ManualEvidence) and item.force:
+        text = text.replace("(forced)", "[bold red](forced)[/]", 1)
     return text
 
 
@@ -141,12 +133,11 @@ def print_incident(console: Console, shown: dict[str, Any]) -> None:
         flags.append("dry run")
     if not shown["open"]:
         flags.append(f"[bold]{shown['status']}[/]")
+    console.print(f"[bold]{escape(state_summary(state))}[/]  " + "  ".join(flags))
+    if shown.get("opened_as"):
+        console.print(f"opened as: {escape(shown['opened_as'])}")
     console.print(
-        f"[bold]{state.node}[/] (pool {state.node_pool or '-'}, cluster {state.cluster})  "
-        + "  ".join(flags)
-    )
-    console.print(
-        f"workflow {shown['workflow_id']}  run {shown['run_id']}  "
+        f"cluster {state.cluster}  workflow {shown['workflow_id']}  run {shown['run_id']}  "
         f"started {timestamp(state.started_at)} ({age(state.started_at)} ago)"
     )
     console.print(

@@ -66,9 +66,11 @@ from gpu_remediation.ids import (
     is_valid_node_name,
     open_incidents_query,
 )
+from gpu_remediation.incident_summary import start_summary
 from gpu_remediation.models import EvidenceReport, ManualEvidence
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy
+from gpu_remediation.search_attributes import start_search_attributes
 from gpu_remediation.workflow_models import (
     NodeRemediationInput,
     NodeRemediationState,
@@ -389,6 +391,7 @@ async def _start_dry_run(
     that fails on an open run cannot. The evidence follows pinned to the new
     run (the workflow waits for its first evidence).
     """
+    summary, details = start_summary(request.node, report.evidence, request.policy)
     try:
         handle = await client.start_workflow(
             NODE_WORKFLOW_TYPE,
@@ -401,6 +404,9 @@ async def _start_dry_run(
             id=workflow_id,
             task_queue=request.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            static_summary=summary,
+            static_details=details,
+            search_attributes=start_search_attributes(request.cluster, request.node),
         )
     except WorkflowAlreadyStartedError as err:
         raise CliError(
@@ -467,9 +473,12 @@ async def _show(options: TemporalOptions, cluster: str, node: str, wait_s: float
             raise CliError(f"node {node} has no incident in cluster {cluster}", ExitCode.NOT_FOUND)
         handle = client.get_workflow_handle(workflow_id, run_id=description.run_id)
         state = await query_state(handle, wait_s)
+        opened_as = await description.static_summary()
     return {
         "workflow_id": workflow_id,
         "run_id": description.run_id,
+        "summary": views.state_summary(state),
+        "opened_as": opened_as,
         "status": views.status_name(description.status),
         "open": description.status == WorkflowExecutionStatus.RUNNING,
         "state": state,

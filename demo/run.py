@@ -39,6 +39,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
+from demo.admission_summary import admission_results, summarize_admissions
 from demo.incidents import Incident
 from demo.policy import scale_policy
 from demo.progress import ProgressView
@@ -47,6 +48,7 @@ from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, duration_text, render, summarize
 from gpu_remediation.policy import Duration, Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy
+from gpu_remediation.ui_link import INCIDENT_COLUMNS, incidents_url
 from simulator.fleet import (
     FaultMix,
     FleetConfig,
@@ -55,6 +57,7 @@ from simulator.fleet import (
     WorkloadConfig,
     parse_pools,
 )
+from simulator.fleet.config import AdmissionSimConfig
 
 log = logging.getLogger("gpu_remediation.demo")
 
@@ -138,7 +141,14 @@ def fleet_config(options: DemoOptions) -> tuple[FleetConfig, timedelta]:
             seed=options.seed,
             scenario=scenario,
             fault_mix=mix,
-            workloads=WorkloadConfig(job_nodes=options.job_nodes) if options.workloads else None,
+            workloads=_workloads(options),
+            # Issue 20: the NodePools carry the startup taint; in the default
+            # scenario the first node Karpenter launches is dead on arrival.
+            admission=AdmissionSimConfig(
+                faulty_launches=[1]
+                if options.scenario is None and options.fault_mix is None
+                else []
+            ),
         )
     except (ScenarioError, ValueError) as err:
         # pydantic's ValidationError is a ValueError: every bad option ends here.
@@ -154,6 +164,26 @@ def fleet_config(options: DemoOptions) -> tuple[FleetConfig, timedelta]:
     return config, duration
 
 
+def _workloads(options: DemoOptions) -> WorkloadConfig | None:
+    """The training jobs: the fleet's 6-hour jobs, short ones for the default scenario.
+
+    The default scenario's jobs are short so that runs finish (and a drained job
+    completes elsewhere, resuming from the checkpoint it saved for the drain) within
+    its 18 simulated minutes.
+    """
+    if not options.workloads:
+        return None
+    if options.scenario is not None or options.fault_mix is not None:
+        return WorkloadConfig(job_nodes=options.job_nodes)
+    return WorkloadConfig(
+        job_nodes=options.job_nodes,
+        job_duration=timedelta(minutes=6),
+        checkpoint_interval=timedelta(minutes=2),
+        checkpoint_cost=timedelta(seconds=15),
+        restart_delay=timedelta(minutes=1),
+    )
+
+
 def demo_policy(options: DemoOptions) -> Policy:
     """The policy incidents run under: ``--policy`` (or the defaults), scaled to the time factor.
 
@@ -161,7 +191,13 @@ def demo_policy(options: DemoOptions) -> Policy:
         DemoError: The policy file is invalid.
     """
     try:
-        return scale_policy(load_policy(options.policy), options.time_factor)
+        policy = load_policy(options.policy)
+        if options.policy is None:
+            # The demo shows the admission gate; a policy file decides for itself.
+            policy = policy.model_copy(
+                update={"admission": policy.admission.model_copy(update={"enabled": True})}
+            )
+        return scale_policy(policy, options.time_factor)
     except PolicyError as err:
         raise DemoError(str(err)) from err
 
@@ -274,13 +310,21 @@ class DemoRun:
                 policy=self.policy,
                 run_dir=self.run_dir,
                 cluster=self.options.cluster,
-                poll_interval=_poll_interval(self.options.time_factor),
-                watcher_tick=_watcher_tick(self.options.time_factor),
+                poll_interval=real_poll_interval(self.options.time_factor),
+                watcher_tick=real_watcher_tick(self.options.time_factor),
             ),
         )
         self.ui.print(
             f"Temporal server {server.address}, UI [link={server.ui_url}]{server.ui_url}[/link]"
         )
+        if server.ui_url is not None:
+            self.ui.print(
+                "Incidents in the UI (add the columns "
+                f"{', '.join(INCIDENT_COLUMNS)} once): {self._incidents_url(server)}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         await stack.start()
         try:
             if self.signals.interrupted.is_set():
@@ -361,6 +405,12 @@ class DemoRun:
         unanswered = [i.node for i in incidents if i.state is None]
         if unanswered:
             log.warning("no state for %d incident(s): %s", len(unanswered), unanswered[:10])
+        admission = None
+        if self.policy.admission.enabled:
+            results, running = await admission_results(stack.client, stack.options.cluster)
+            admission = summarize_admissions(
+                results, time_factor=self.options.time_factor, running=running
+            )
         return summarize(
             incidents,
             stack.fleet.snapshot(),
@@ -369,6 +419,7 @@ class DemoRun:
             wall_seconds=time.monotonic() - started,
             temporal_address=server.address,
             temporal_ui=server.ui_url,
+            admission=admission,
         )
 
     def _print_summary(self, summary: DemoSummary) -> None:
@@ -379,14 +430,21 @@ class DemoRun:
             self.out.file.write(json.dumps(summary.model_dump(mode="json")) + "\n")
             self.out.file.flush()
 
+    def _incidents_url(self, server: DevServer) -> str:
+        """The UI's list of this demo's node incidents (no semaphore, no permit guards)."""
+        assert server.ui_url is not None
+        return incidents_url(server.ui_url, "default", self.options.cluster)
+
     def _print_keep_running(self, server: DevServer) -> None:
         self.ui.print(
             "\nEverything keeps running (the fleet keeps simulating). Explore:\n"
             f"  Temporal UI   {server.ui_url}\n"
+            f"  incidents     {self._incidents_url(server)}\n"
             f"  CLI           TEMPORAL_ADDRESS={server.address} remediate status "
             f"--cluster {self.options.cluster}\n"
             f"  logs          {self.run_dir} (removed when the demo stops)\n"
-            "Press Ctrl-C to stop everything."
+            "Press Ctrl-C to stop everything.",
+            soft_wrap=True,
         )
 
 
@@ -397,12 +455,12 @@ def _to_query(incidents: list[Incident], *, everything: bool) -> list[Incident]:
     return [i for i in incidents if not i.settled and not i.state_final]
 
 
-def _poll_interval(time_factor: float) -> timedelta:
+def real_poll_interval(time_factor: float) -> timedelta:
     """Activity polls every 5 simulated seconds, between 0.1 and 1 real second."""
     return timedelta(seconds=min(1.0, max(0.1, 5.0 / time_factor)))
 
 
-def _watcher_tick(time_factor: float) -> float:
+def real_watcher_tick(time_factor: float) -> float:
     """Watcher grace checks every 5 simulated seconds, between 0.1 and 1 real second."""
     return min(1.0, max(0.1, 5.0 / time_factor))
 

@@ -28,13 +28,27 @@ Definitions:
   deleted, Node not gone yet), a shorter window of the same replacements.
 - **availability**: the fleet's node-seconds healthy and schedulable over its
   capacity (a slot being replaced counts as unavailable), simulated time.
+- **jobs** (the simulated training jobs; ``None`` without workloads): from the
+  fleet, ``runs_succeeded`` / ``runs_failed`` (a run fails for good when its
+  retry budget is spent), ``success_rate`` = succeeded / finished runs (None
+  before any finished), ``ettr`` = productive GPU time (work kept: in a
+  checkpoint or a completed run) / allocated GPU time, the GPU-hours of work
+  thrown away by faults and by the remediation's drains and reboots, and
+  ``remediation_caused_failures``: job pods the project itself ended (drain,
+  delete, reboot) at a cost to the job, i.e. losing its work because no
+  checkpoint was saved for the drain, or spending its retry budget (the goal:
+  none for jobs that speak the handshake, ``..._handshake``). From the
+  incidents' decision logs, what the system did: ``checkpoint_requests``
+  (incidents that asked their node's jobs to checkpoint),
+  ``checkpoints_answered`` (incidents that accepted an answer), ``deferred``
+  (incidents that kept a quarantined node running its job, urgency when_idle).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -42,11 +56,39 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from demo.admission_summary import AdmissionSummary, admission_text
 from demo.incidents import Incident
-from gpu_remediation.models import Outcome, Rung
+from gpu_remediation.models import Outcome, Rung, Urgency
 from simulator.fleet import FleetSnapshot
+from simulator.fleet.workloads import CAUSED_BY_FAULT
 
 RESOLVED = (Outcome.REPAIRED.value, Outcome.RECOVERED.value, Outcome.REPLACED.value)
+
+
+class JobsSummary(BaseModel):
+    """What the remediation meant for the training jobs (see the module's definitions)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    jobs: int
+    handshake_jobs: int
+    runs_succeeded: int
+    runs_failed: int
+    runs_failed_by_remediation: int
+    success_rate: float | None
+    ettr: float
+    gpu_hours_allocated: float
+    gpu_hours_lost_to_faults: float
+    gpu_hours_lost_to_remediation: float
+    restarts_from_checkpoint: int
+    """Attempts ended by a drain (DisruptionTarget) and placed again: no budget spent."""
+    checkpoint_requests: int
+    checkpoints_answered: int
+    deferred: int
+    remediation_caused_failures: int
+    remediation_caused_failures_handshake: int
+    remediation_caused_failures_by_fault: dict[str, int]
+    """By the faults the node had when the project acted (``+``-joined; ``none``)."""
 
 
 class DemoSummary(BaseModel):
@@ -76,14 +118,28 @@ class DemoSummary(BaseModel):
     availability_schedulable: float
     faults_injected: dict[str, int]
     reboots: int
-    job_runs: dict[str, int] | None
-    """Training job runs: succeeded, failed, failed by a fault, failed by a drain."""
+    jobs: JobsSummary | None
     nodes: int
     time_factor: float
     sim_seconds: float
     wall_seconds: float
     temporal_address: str
     temporal_ui: str | None
+    admission: AdmissionSummary | None = None
+    """Node admission (burn-in) figures; None when the demo ran without the gate."""
+
+    @property
+    def job_runs(self) -> dict[str, int] | None:
+        """Finished job runs by outcome, as the what-if table and charts count them."""
+        if self.jobs is None:
+            return None
+        by_remediation = self.jobs.runs_failed_by_remediation
+        return {
+            "succeeded": self.jobs.runs_succeeded,
+            "failed": self.jobs.runs_failed,
+            "failed_by_fault": self.jobs.runs_failed - by_remediation,
+            "failed_by_eviction": by_remediation,
+        }
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -145,6 +201,63 @@ def _breaker_trips(incident: Incident) -> int:
     return sum(1 for d in incident.state.decisions if d.stage == "breaker" and d.action == "open")
 
 
+def _job_stage(incident: Incident) -> tuple[bool, bool, bool]:
+    """Whether the incident asked jobs to checkpoint, accepted an answer, deferred for a job."""
+    if incident.state is None:
+        return False, False, False
+    asked = answered = deferred = False
+    for decision in incident.state.decisions:
+        if decision.stage != "jobs":
+            continue
+        waiting = decision.action == "waiting for jobs to end"
+        if decision.action.startswith("asked ") and decision.action.endswith(" to checkpoint"):
+            asked = True
+            waiting = True
+        if waiting and decision.reason.startswith(f"urgency {Urgency.WHEN_IDLE}"):
+            deferred = True
+        if decision.action == "checkpoint answered":
+            answered = True
+    return asked, answered, deferred
+
+
+def jobs_summary(
+    jobs: Mapping[str, float | int] | None, incidents: Iterable[Incident]
+) -> JobsSummary | None:
+    """The ``jobs`` part of the summary: the fleet's job accounting and the job stage's work."""
+    if jobs is None:
+        return None
+    stages = [_job_stage(i) for i in incidents]
+    succeeded, failed = int(jobs["runs_succeeded"]), int(jobs["runs_failed"])
+    finished = succeeded + failed
+    return JobsSummary(
+        jobs=int(jobs["jobs"]),
+        handshake_jobs=int(jobs["handshake_jobs"]),
+        runs_succeeded=succeeded,
+        runs_failed=failed,
+        runs_failed_by_remediation=int(jobs["runs_failed_by_remediation"]),
+        success_rate=round(succeeded / finished, 6) if finished else None,
+        ettr=round(float(jobs["ettr"]), 6),
+        gpu_hours_allocated=_hours(jobs["gpu_seconds_allocated"]),
+        gpu_hours_lost_to_faults=_hours(jobs["gpu_seconds_lost_to_faults"]),
+        gpu_hours_lost_to_remediation=_hours(jobs["gpu_seconds_lost_to_remediation"]),
+        restarts_from_checkpoint=int(jobs["disruptions"]),
+        checkpoint_requests=sum(asked for asked, _, _ in stages),
+        checkpoints_answered=sum(answered for _, answered, _ in stages),
+        deferred=sum(deferred for _, _, deferred in stages),
+        remediation_caused_failures=int(jobs["failures_caused_by_remediation"]),
+        remediation_caused_failures_handshake=int(jobs["handshake_failures_caused_by_remediation"]),
+        remediation_caused_failures_by_fault={
+            key.removeprefix(CAUSED_BY_FAULT): int(value)
+            for key, value in jobs.items()
+            if key.startswith(CAUSED_BY_FAULT)
+        },
+    )
+
+
+def _hours(gpu_seconds: float) -> float:
+    return round(gpu_seconds / 3600, 2)
+
+
 def summarize(
     incidents: Iterable[Incident],
     snapshot: FleetSnapshot,
@@ -154,6 +267,7 @@ def summarize(
     wall_seconds: float,
     temporal_address: str,
     temporal_ui: str | None,
+    admission: AdmissionSummary | None = None,
 ) -> DemoSummary:
     """Build the summary from the incidents' states and the fleet's snapshot."""
     items = list(incidents)
@@ -185,18 +299,6 @@ def summarize(
         for key, value in sorted(counters.items())
         if key.startswith("faults.") and not key.startswith(("faults.from_", "faults.cleared"))
     }
-    jobs = snapshot.jobs
-    job_runs = None
-    if jobs is not None:
-        job_runs = {
-            key.removeprefix("runs_"): int(jobs.get(key, 0))
-            for key in (
-                "runs_succeeded",
-                "runs_failed",
-                "runs_failed_by_fault",
-                "runs_failed_by_eviction",
-            )
-        }
     return DemoSummary(
         incidents=len(items),
         outcomes=dict(outcomes.most_common()),
@@ -218,13 +320,14 @@ def summarize(
         availability_schedulable=round(snapshot.availability["schedulable"], 6),
         faults_injected=faults,
         reboots=counters.get("reboots", 0),
-        job_runs=job_runs,
+        jobs=jobs_summary(snapshot.jobs, items),
         nodes=snapshot.capacity,
         time_factor=time_factor,
         sim_seconds=round(snapshot.sim_seconds, 1),
         wall_seconds=round(wall_seconds, 1),
         temporal_address=temporal_address,
         temporal_ui=temporal_ui,
+        admission=admission,
     )
 
 
@@ -288,13 +391,11 @@ def render(summary: DemoSummary) -> RenderableType:
         f"{summary.availability:.3%} (healthy {summary.availability_healthy:.3%}, "
         f"schedulable {summary.availability_schedulable:.3%})",
     )
-    if summary.job_runs is not None:
-        runs = summary.job_runs
-        facts.add_row(
-            "Training job runs",
-            f"{runs['succeeded']} succeeded, {runs['failed']} failed ({runs['failed_by_fault']} "
-            f"by a fault, {runs['failed_by_eviction']} by a drain)",
-        )
+    if summary.jobs is not None:
+        for label, text in job_lines(summary.jobs):
+            facts.add_row(label, text)
+    if summary.admission is not None:
+        facts.add_row("Node admission", admission_text(summary.admission, duration_text))
     injected = ", ".join(f"{k} {v}" for k, v in summary.faults_injected.items()) or "none"
     facts.add_row("Faults injected", injected)
     facts.add_row(
@@ -304,3 +405,37 @@ def render(summary: DemoSummary) -> RenderableType:
     )
     facts.add_row("Temporal UI", summary.temporal_ui or f"(headless) {summary.temporal_address}")
     return Group(outcomes, Text(""), facts)
+
+
+def job_lines(jobs: JobsSummary) -> list[tuple[str, str]]:
+    """The summary's lines about the training jobs."""
+    rate = "-" if jobs.success_rate is None else f"{jobs.success_rate:.1%}"
+    caused = jobs.remediation_caused_failures
+    by_fault = ", ".join(
+        f"{why} {count}" for why, count in jobs.remediation_caused_failures_by_fault.items()
+    )
+    own = (
+        f"{caused} ({jobs.remediation_caused_failures_handshake} of jobs that speak the "
+        f"handshake; {jobs.runs_failed_by_remediation} runs failed by it)"
+        + (f"; on nodes with {by_fault}" if by_fault else "")
+    )
+    return [
+        (
+            "Training job runs",
+            f"{jobs.runs_succeeded} succeeded, {jobs.runs_failed} failed (success {rate}); "
+            f"{jobs.jobs} jobs, {jobs.handshake_jobs} speak the checkpoint handshake",
+        ),
+        (
+            "ETTR",
+            f"{jobs.ettr:.1%} of {jobs.gpu_hours_allocated:g} GPU-hours; lost "
+            f"{jobs.gpu_hours_lost_to_faults:g} to faults, "
+            f"{jobs.gpu_hours_lost_to_remediation:g} to remediation",
+        ),
+        (
+            "Checkpoint handshakes",
+            f"{jobs.checkpoint_requests} asked, {jobs.checkpoints_answered} answered, "
+            f"{jobs.deferred} deferred until idle; {jobs.restarts_from_checkpoint} restarts "
+            "from a checkpoint after a drain",
+        ),
+        ("Job failures caused by remediation", own),
+    ]

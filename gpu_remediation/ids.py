@@ -19,6 +19,20 @@ so the activities import no workflow module)."""
 NODE_WORKFLOW_TYPE = "NodeRemediation"
 """Workflow type of the per-node incident (starters that do not import the workflow use it)."""
 
+ADMISSION_WORKFLOW_TYPE = "NodeAdmission"
+"""Workflow type of a node's burn-in before it takes work (one per node and boot)."""
+
+STARTUP_TAINT_KEY = "gpu-remediation.io/admission"
+"""The startup taint (NoSchedule) Karpenter NodePools put on new nodes; removed by admission."""
+
+INCIDENT_HOLD_TAINT_VALUE = "held-by-incident"
+"""Value of the startup taint when an incident put it on (a reboot or repair it hands to
+admission): the incident starts that admission itself, with what it knows (trigger, the
+diag level it already verified), so the watcher leaves such a node alone."""
+
+ADMITTED_BOOT_ANNOTATION = "gpu-remediation.io/admitted-boot"
+"""On a Node: the boot id whose burn-in passed (absent: the node was never admitted)."""
+
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,98}[A-Za-z0-9])?$")
 
@@ -73,6 +87,30 @@ def open_incidents_query(cluster: str) -> str:
     )
 
 
+def admission_workflow_id(cluster: str, node: str, boot_id: str) -> str:
+    """Return the id of the admission (burn-in) of one boot of a node.
+
+    Raises:
+        ValueError: If a name is not valid or the boot id is empty or odd.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", boot_id):
+        raise ValueError(f"invalid boot id {boot_id!r}")
+    return f"{node_workflow_id(cluster, node)}/admission/{boot_id}"
+
+
+def admissions_query(cluster: str, *, running: bool = False) -> str:
+    """Return the visibility query for a cluster's admissions (only running ones if asked).
+
+    Raises:
+        ValueError: If the cluster name is not valid.
+    """
+    query = (
+        f"WorkflowType = '{ADMISSION_WORKFLOW_TYPE}' "
+        f"AND WorkflowId STARTS_WITH '{node_workflow_id_prefix(cluster)}'"
+    )
+    return query + (" AND ExecutionStatus = 'Running'" if running else "")
+
+
 def guard_workflow_id(holder_workflow_id: str, request_id: str) -> str:
     """Return the id of the guard child that releases a holder's permit."""
     return f"{holder_workflow_id}/permit-guard/{request_id}"
@@ -99,6 +137,11 @@ class Activities:
     FIND_NODE_JOBS = "find_node_jobs"
     REQUEST_CHECKPOINT = "request_checkpoint"
     WITHDRAW_CHECKPOINT = "withdraw_checkpoint"
+    HOLD_FOR_ADMISSION = "hold_for_admission"
+    CHECK_EFA = "check_efa"
+    ADMIT_NODE = "admit_node"
+    HAND_TO_INCIDENT = "hand_to_incident"
+    START_ADMISSION = "start_admission"
 
 
 class Signals:
@@ -124,9 +167,11 @@ class Updates:
     ABORT = "abort"
     SET_CAPACITY = "set_capacity"
     FORCE_RELEASE = "force_release"
+    SKIP_BURN_IN = "skip_burn_in"
 
 
 class Queries:
     """Query names."""
 
     STATE = "state"
+    ADMISSION_STATE = "admission_state"

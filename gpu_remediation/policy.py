@@ -208,6 +208,27 @@ class JobsPolicy(PolicyModel):
         return self
 
 
+class EscalationPolicy(PolicyModel):
+    """How a node is handed to a person, and when the hand-over ends on its own.
+
+    The defaults are the shipped behaviour. The other settings express
+    "a person does it all" (a ticket, nothing else) and "the person's fix
+    closes the ticket", e.g. for baselines without automation.
+    """
+
+    quarantine_first: bool = Field(
+        default=True,
+        description="Cordon and taint a node whose ladder starts at escalation before handing "
+        "it over; false: only the ticket (label and event), the person decides what to do.",
+    )
+    close_on_recovery: bool = Field(
+        default=False,
+        description="End a hand-over as soon as every signal has cleared (a person fixed the "
+        "node): the incident closes as recovered instead of waiting for an operator's "
+        "retry/skip/abort or operator.escalation_hold.",
+    )
+
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -273,6 +294,71 @@ class TriggerPolicy(PolicyModel):
         return any(rule.type == condition_type for rule in self.conditions)
 
 
+# ----------------------------------------------------------------- admission
+# Node admission (issue 20, ADR 011): burn-in before a node takes work.
+
+
+class AdmissionPolicy(PolicyModel):
+    """The burn-in a node passes before its startup taint is removed (the admission gate).
+
+    ``enabled`` is the gate's switch: off, a node carrying the startup taint is
+    untainted at once (no checks) and incidents hand nothing to admission, so
+    a fleet can be compared with the gate on and off. Turn it on together with
+    the startup taint on the NodePools (deploy/karpenter).
+    """
+
+    enabled: bool = Field(
+        default=False, description="Burn-in before a node takes work; off: untaint at once."
+    )
+    diag_level: int = Field(default=2, ge=1, le=4, description="DCGM diag level of the burn-in.")
+    per_pool_diag_level: dict[str, int] = Field(
+        default_factory=dict, description="Pool name to its own burn-in diag level."
+    )
+    efa: bool = Field(
+        default=True, description="Require the node agent's EFA check (count, provider, link)."
+    )
+    settle: Duration = Field(
+        default=timedelta(seconds=60),
+        ge=timedelta(0),
+        description="The agent's EFA verdict is read no sooner than this after burn-in starts.",
+    )
+    ready_timeout: Duration = Field(
+        default=timedelta(minutes=15),
+        gt=timedelta(0),
+        description="How long a node may take to turn Ready before burn-in fails.",
+    )
+    check_timeout: Duration = Field(
+        default=timedelta(minutes=30), gt=timedelta(0), description="One burn-in check."
+    )
+    poll_interval: Duration = Field(
+        default=timedelta(seconds=30),
+        gt=timedelta(0),
+        description="While a check runs, the node is re-read this often (gone, rebooted).",
+    )
+    retry: RetrySpec = RetrySpec(max_attempts=3)
+    first_boot_replaces: bool = Field(
+        default=True,
+        description="A node failing burn-in on its first boot (dead on arrival) is replaced.",
+    )
+    after_incidents: bool = Field(
+        default=True,
+        description="Incidents hand rebooted, replacement and still-gated nodes to admission.",
+    )
+
+    @model_validator(mode="after")
+    def _levels(self) -> AdmissionPolicy:
+        for pool, level in self.per_pool_diag_level.items():
+            if not 1 <= level <= 4:
+                raise ValueError(f"per_pool_diag_level[{pool}] must be 1..4, got {level}")
+        return self
+
+    def diag_level_for(self, pool: str | None) -> int:
+        """Return the burn-in diag level of ``pool``."""
+        if pool is not None and pool in self.per_pool_diag_level:
+            return self.per_pool_diag_level[pool]
+        return self.diag_level
+
+
 def _default_rungs() -> dict[Rung, RungPolicy]:
     return {rung: RungPolicy() for rung in Rung}
 
@@ -294,8 +380,10 @@ class Policy(PolicyModel):
     breaker: BreakerPolicy = BreakerPolicy()
     repeat_offender: RepeatOffenderPolicy = RepeatOffenderPolicy()
     operator: OperatorPolicy = OperatorPolicy()
+    escalation: EscalationPolicy = EscalationPolicy()
     triggers: TriggerPolicy = TriggerPolicy()
     jobs: JobsPolicy = JobsPolicy()
+    admission: AdmissionPolicy = AdmissionPolicy()  # issue 20; absent in older histories
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:

@@ -7,7 +7,7 @@ image does not ship temporalio (tests/agent/test_import_contract.py).
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 # Typed search attributes: registered wherever a server is started (see
 # gpu_remediation.temporal_setup). An unregistered attribute makes the
@@ -20,3 +20,14 @@ SA_OUTCOME = SearchAttributeKey.for_keyword("RemediationOutcome")
 SA_CLUSTER = SearchAttributeKey.for_keyword("GpuCluster")
 
 ALL_SEARCH_ATTRIBUTES = (SA_NODE, SA_NODE_POOL, SA_FAULT_CLASS, SA_RUNG, SA_OUTCOME, SA_CLUSTER)
+
+
+def start_search_attributes(cluster: str, node: str) -> TypedSearchAttributes:
+    """The attributes a node incident starts with (triage adds pool and fault class).
+
+    Set by the starter so the incident's row in the UI names its node from the
+    first moment, even while triage waits for the node to be read.
+    """
+    return TypedSearchAttributes(
+        [SearchAttributePair(SA_CLUSTER, cluster), SearchAttributePair(SA_NODE, node)]
+    )

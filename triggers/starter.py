@@ -27,8 +27,10 @@ from gpu_remediation.ids import (
     node_workflow_id,
     open_incidents_query,
 )
+from gpu_remediation.incident_summary import start_summary
 from gpu_remediation.models import Evidence, EvidenceReport
 from gpu_remediation.policy import Policy
+from gpu_remediation.search_attributes import start_search_attributes
 from gpu_remediation.workflow_models import NodeRemediationInput, NodeRemediationState
 
 log = logging.getLogger("gpu_remediation.starter")
@@ -90,6 +92,16 @@ class IncidentStarter:
         """The policy new incidents run under."""
         return self._policy
 
+    @property
+    def task_queue(self) -> str:
+        """The remediation workers' task queue (admissions run there too)."""
+        return self._task_queue
+
+    @property
+    def semaphore_workflow_id(self) -> str:
+        """The replacement semaphore the incidents share."""
+        return self._semaphore_workflow_id
+
     def workflow_id(self, node: str) -> str:
         """Return the id of ``node``'s incident workflow.
 
@@ -99,7 +111,12 @@ class IncidentStarter:
         return node_workflow_id(self._cluster, node)
 
     async def report(
-        self, node: str, evidence: Sequence[Evidence], *, report_id: str | None = None
+        self,
+        node: str,
+        evidence: Sequence[Evidence],
+        *,
+        report_id: str | None = None,
+        pool: str | None = None,
     ) -> str:
         """Deliver evidence to the node's incident, starting one if none is open.
 
@@ -108,6 +125,8 @@ class IncidentStarter:
             evidence: What was observed (at least one item).
             report_id: Idempotency key: a report with an id the incident has
                 already seen is dropped by the workflow. ``None`` generates one.
+            pool: The node's pool, when the trigger knows it (named in the
+                incident's summary in the Temporal UI).
 
         Returns:
             The workflow id of the node's incident.
@@ -120,6 +139,11 @@ class IncidentStarter:
         # Validate before touching Temporal: a bad report must start nothing.
         report = _evidence_report(node, evidence, report_id)
         workflow_id = self.workflow_id(report.node)
+        # Only a report that starts the incident sets these (signal-with-start
+        # ignores them for a running one): what the UI's list and incident page
+        # show before triage has read the node.
+        summary, details = start_summary(report.node, report.evidence, self._policy, pool)
+        attributes = start_search_attributes(self._cluster, report.node)
         for attempt in range(1, START_RACE_ATTEMPTS + 1):
             try:
                 await self._client.start_workflow(
@@ -134,6 +158,9 @@ class IncidentStarter:
                     task_queue=self._task_queue,
                     start_signal=Signals.EVIDENCE,
                     start_signal_args=[report],
+                    static_summary=summary,
+                    static_details=details,
+                    search_attributes=attributes,
                 )
                 break
             except WorkflowAlreadyStartedError:

@@ -36,11 +36,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client as k8s
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from gpu_remediation.models import Model, NodeName
+from triggers.admission_hook import AdmissionStarts
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
 from triggers.list_watch import ListWatch
 from triggers.metrics import WatcherMetrics
@@ -57,6 +58,8 @@ class NodeConditions(Model):
 
     name: NodeName
     conditions: list[ObservedCondition]
+    raw: Any = Field(default=None, exclude=True, repr=False)
+    """The Node object as listed (the admission hook reads its taints and boot id)."""
 
 
 def parse_node(raw: Any) -> NodeConditions | None:
@@ -76,7 +79,7 @@ def parse_node(raw: Any) -> NodeConditions | None:
         except ValidationError as err:
             log.warning("node %s: ignoring a malformed condition %.200r: %s", name, entry, err)
     try:
-        return NodeConditions(name=name, conditions=conditions)
+        return NodeConditions(name=name, conditions=conditions, raw=raw)
     except ValidationError as err:
         log.warning("ignoring a node with an invalid name %.200r: %s", name, err)
         return None
@@ -245,6 +248,15 @@ class NodeConditionWatcher:
         """Reports delivered so far, most recent last (bounded; for status and tests)."""
         self._metrics = metrics
         self._workflow_id = starter.workflow_id
+        self.admissions = AdmissionStarts(
+            client,
+            cluster=starter.cluster,
+            policy=starter.policy,
+            task_queue=starter.task_queue,
+            semaphore_workflow_id=starter.semaphore_workflow_id,
+            backoff_max=backoff_max,
+        )
+        """Starts the burn-in of nodes behind the startup taint (issue 20)."""
         if metrics is not None:
             metrics.outbox.set_function(lambda: len(self._outbox))
             metrics.lists.set_function(lambda: self.source.lists)
@@ -306,6 +318,7 @@ class NodeConditionWatcher:
                     )
                 self._outbox.extend(reports)
                 await self._flush()
+                await self.admissions.flush()
         finally:
             for task in (getter, stopped):
                 if task is not None:
@@ -330,10 +343,13 @@ class NodeConditionWatcher:
     def _apply(self, event: NodeEvent) -> list[ConditionReport]:
         now = self._clock()
         if isinstance(event, Listed):
+            for node in event.nodes:
+                self.admissions.saw(node.raw)
             listing = {n.name: n.conditions for n in event.nodes}
             self.unseen_recoveries.listed(listing)
             return self.tracker.resync(listing, now)
         if isinstance(event, Changed):
+            self.admissions.saw(event.node.raw)
             return self.tracker.observe(event.node.name, event.node.conditions, now)
         self.tracker.forget(event.name)
         return []

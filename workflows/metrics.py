@@ -26,6 +26,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from gpu_remediation.models import Outcome, Rung
     from gpu_remediation.workflow_models import RungAttempt
+    from workflows import admission_metrics
 
 PREFIX = "gpu_remediation_"
 INCIDENTS = PREFIX + "incidents_total"
@@ -64,6 +65,7 @@ INCIDENT_BUCKETS = (
     + [h * 3600.0 for h in (1, 2, 4, 8, 12, 24, 48, 96, 168)]
 )
 HISTOGRAM_BUCKETS: dict[str, list[float]] = {
+    admission_metrics.READY_TO_SCHEDULABLE: admission_metrics.READY_BUCKETS,
     RUNG_DURATION: RUNG_BUCKETS,
     TIME_TO_REPAIR: INCIDENT_BUCKETS,
     INCIDENT_DURATION: INCIDENT_BUCKETS,

@@ -38,7 +38,7 @@ BOOKKEEPING_RETRY = RetryPolicy(
 HEARTBEAT_TIMEOUT = timedelta(minutes=2)
 # Failures that retrying cannot fix; implementations raise
 # ApplicationError(type=...) with these names.
-NON_RETRYABLE = ("InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupported")
+NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupported"]
 
 
 class NodeActions:

@@ -14,11 +14,11 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.models import Outcome, Rung
     from workflows import metrics
 
+from workflows.node_admission_handoff import AdmissionHandoff
 from workflows.node_incident import failure_cause
-from workflows.node_view import IncidentView
 
 
-class Compensation(IncidentView):
+class Compensation(AdmissionHandoff):
     """Undoes what the incident did to the node, in one place."""
 
     async def _note(self, rung: Rung | None, message: str, *, warning: bool = False) -> None:
@@ -35,6 +35,7 @@ class Compensation(IncidentView):
     async def _close_in_service(self, outcome: Outcome, reason: str) -> None:
         """Return the node to service; if release fails, escalate instead."""
         self._record.decide("release", outcome.value, reason, self._rung)
+        await self._admission_before_release()
         if await self._release(uncordon=True):
             self._outcome = outcome
             metrics.back_in_service(self._fault_value, outcome, self._started_at)

@@ -3,7 +3,9 @@
 Evidence and permit grants arrive as signals; pause, resume, approve, skip,
 retry and abort are updates whose validators refuse a request that cannot apply
 (so the caller gets the reason at once); ``state`` is the query. The SDK collects
-these handlers from this base class of ``NodeRemediationWorkflow``.
+these handlers from this base class of ``NodeRemediationWorkflow``. The two waits
+for a person live here too: approval of a rung and the hand-over at escalation
+(which ``escalation.close_on_recovery`` may end once every signal has cleared).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from gpu_remediation.ids import Queries, Signals, Updates
-    from gpu_remediation.models import EvidenceReport, Rung
+    from gpu_remediation.models import EvidenceReport, Outcome, Rung
     from gpu_remediation.semaphore_models import PermitGrant
     from gpu_remediation.workflow_models import (
         AbortInput,
@@ -22,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
         RetryStepInput,
         SkipToInput,
     )
-    from workflows import ladder
+    from workflows import ladder, metrics
 
 from workflows.node_compensation import Compensation
 
@@ -160,6 +162,66 @@ class OperatorHandlers(Compensation):
         finally:
             self._awaiting_approval, self._waiting_for = None, None
         return self._approved and self._abort is None
+
+    async def _escalate(self) -> Rung | None:
+        """Hand the node to a human, then wait for their retry, skip or abort."""
+        assert self._classification is not None
+        self._set_rung(Rung.ESCALATE)
+        reason = self._record.last_reason or "ladder exhausted"
+        if self._dry_run:
+            self._record.decide("escalate", "would escalate to a human", reason, Rung.ESCALATE)
+            self._outcome = Outcome.DRY_RUN
+            return None
+        if self._escalation_reference is None:
+            escalation = await self._actions.escalate(
+                self._classification.fault_class, reason, self._record.summary()
+            )
+            self._escalation_reference = escalation.reference
+            self._record.decide("escalate", f"handed over ({escalation.reference})", reason)
+            metrics.escalated(self._fault_value, self._pool)
+        hold = self._policy.operator.escalation_hold
+        self._waiting_for = "an operator: retry, skip or abort"
+        self._update_details()
+        try:
+            await workflow.wait_condition(
+                lambda: (
+                    self._retry
+                    or self._skip_to is not None
+                    or self._abort is not None
+                    or self._fixed_by_a_person()
+                ),
+                timeout=hold,
+                timeout_summary="waiting for an operator",
+            )
+        except TimeoutError:
+            self._record.decide("escalate", "closed", f"no operator action within {hold}")
+            self._outcome = Outcome.ESCALATED
+            return None
+        finally:
+            self._waiting_for = None
+        if not (self._retry or self._skip_to is not None or self._abort is not None):
+            # Only escalation.close_on_recovery ends the wait so: the signals cleared.
+            self._recovery_close_tried = True
+            await self._close_in_service(
+                Outcome.RECOVERED, "every signal cleared after the hand-over"
+            )
+            if self._outcome is not None:
+                return None
+            # The release failed: wait for an operator after all (no second try).
+            return self._skip_to or Rung.ESCALATE
+        if self._retry and self._last_rung is not None and self._skip_to is None:
+            self._skip_to = self._last_rung  # retried past the rung's attempt limit
+        self._retry = False
+        self._ceiling = Rung.ESCALATE  # the operator owns the ladder from here
+        return self._skip_to or Rung.ESCALATE
+
+    def _fixed_by_a_person(self) -> bool:
+        """Whether policy ends this hand-over now: every signal cleared since it began."""
+        return (
+            self._policy.escalation.close_on_recovery
+            and self._record.cleared
+            and not self._recovery_close_tried
+        )
 
     def _operator(self, action: str, request: OperatorRequest) -> None:
         self._record.decide("operator", action, f"{request.by}: {request.reason}".rstrip(": "))

@@ -67,6 +67,7 @@ class NodeIncident:
         self._pods_ended = 0
         self._ignored_answers = 0
         self._deferred = False
+        self._recovery_close_tried = False
 
     @property
     def _pool(self) -> str | None:

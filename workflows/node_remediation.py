@@ -173,7 +173,11 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
         if self._abort is not None:
             await self._cleanup(Outcome.ABORTED)
             return
-        if not await self._quarantine_node():
+        if rung == Rung.ESCALATE and not self._policy.escalation.quarantine_first:
+            self._record.decide(
+                "quarantine", "skipped", "policy: escalation hands the node over untouched"
+            )
+        elif not await self._quarantine_node():
             rung = Rung.ESCALATE
         while self._outcome is None:
             rung = await self._next_step(rung)
@@ -307,49 +311,13 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
             return True
         return False
 
-    async def _escalate(self) -> Rung | None:
-        """Hand the node to a human, then wait for their retry, skip or abort."""
-        assert self._classification is not None
-        self._set_rung(Rung.ESCALATE)
-        reason = self._record.last_reason or "ladder exhausted"
-        if self._dry_run:
-            self._record.decide("escalate", "would escalate to a human", reason, Rung.ESCALATE)
-            self._outcome = Outcome.DRY_RUN
-            return None
-        if self._escalation_reference is None:
-            escalation = await self._actions.escalate(
-                self._classification.fault_class, reason, self._record.summary()
-            )
-            self._escalation_reference = escalation.reference
-            self._record.decide("escalate", f"handed over ({escalation.reference})", reason)
-            metrics.escalated(self._fault_value, self._pool)
-        hold = self._policy.operator.escalation_hold
-        self._waiting_for = "an operator: retry, skip or abort"
-        self._update_details()
-        try:
-            await workflow.wait_condition(
-                lambda: self._retry or self._skip_to is not None or self._abort is not None,
-                timeout=hold,
-                timeout_summary="waiting for an operator",
-            )
-        except TimeoutError:
-            self._record.decide("escalate", "closed", f"no operator action within {hold}")
-            self._outcome = Outcome.ESCALATED
-            return None
-        finally:
-            self._waiting_for = None
-        if self._retry and self._last_rung is not None and self._skip_to is None:
-            self._skip_to = self._last_rung  # retried past the rung's attempt limit
-        self._retry = False
-        self._ceiling = Rung.ESCALATE  # the operator owns the ladder from here
-        return self._skip_to or Rung.ESCALATE
-
     async def _cooldown(self) -> bool:
         """Stay open after a repair; True when the fault came back and the ladder reopens."""
         cooldown = self._policy.cooldown
         if self._outcome not in IN_SERVICE or cooldown <= timedelta(0):
             return False
         self._set_stage("cooldown")
+        self._show_outcome()
         version = self._record.version
         self._waiting_for = f"cooldown ({cooldown})"
         self._update_details()
@@ -372,6 +340,7 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
         self._classify()
         self._record.decide("cooldown", "fault returned", f"within {cooldown} of {self._outcome}")
         self._outcome, self._quarantine, self._drained = None, None, False
+        self._withdraw_outcome()
         self._jobs_coordinated, self._answer = False, None
         return True
 

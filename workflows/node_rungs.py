@@ -109,6 +109,7 @@ class CorrectiveRungs(Compensation):
             self._permit.leave_to_guard()
         self._replaced_by = replaced.new_node
         self._record.end(attempt, f"replaced by {replaced.new_node or 'new capacity'}")
+        await self._admission_of_replacement(replaced.new_node)
         return True
 
     async def _take_permit(self, attempt: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from gpu_remediation.incident_summary import summary_line
     from gpu_remediation.jobs import describe_jobs
     from gpu_remediation.models import Rung
     from gpu_remediation.search_attributes import SA_OUTCOME, SA_RUNG
@@ -17,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import metrics
 
 from workflows.node_incident import NodeIncident
+
+OUTCOME_IN_COOLDOWN_PATCH = "outcome-in-cooldown"
 
 
 class IncidentView(NodeIncident):
@@ -32,12 +35,18 @@ class IncidentView(NodeIncident):
         workflow.upsert_search_attributes([SA_RUNG.value_set(rung.value)])
         self._update_details()
 
+    def _headline(self) -> str:
+        """The incident in one line: the words ``remediate status`` shows too."""
+        return summary_line(
+            self._input.node,
+            self._pool,
+            self._fault.value if self._fault else None,
+            rung=self._rung.value if self._rung else None,
+            outcome=self._outcome.value if self._outcome else None,
+        )
+
     def _update_details(self) -> None:
-        parts = [
-            f"fault **{self._fault_value}**",
-            f"stage **{self._stage}**",
-            f"rung **{self._rung or '-'}**",
-        ]
+        parts = [f"stage **{self._stage}**", f"rung **{self._rung or '-'}**"]
         if self._waiting_for:
             parts.append(f"waiting for **{self._waiting_for}**")
         if self._paused:
@@ -46,7 +55,7 @@ class IncidentView(NodeIncident):
             parts.append("dry run")
         if self._outcome:
             parts.append(f"outcome **{self._outcome}**")
-        header = f"### {self._input.node} ({self._pool or 'no pool'})\n" + " · ".join(parts)
+        header = f"### {self._headline()}\n\n" + " · ".join(parts)
         if self._jobs:
             header += f"\n\njobs: {describe_jobs(self._jobs)}"
             if self._checkpoint:
@@ -83,6 +92,20 @@ class IncidentView(NodeIncident):
             jobs=list(self._jobs),
             checkpoint=self._checkpoint,
         )
+
+    def _show_outcome(self) -> None:
+        """Put the outcome in the list while the run stays open (cooldown).
+
+        Without it the UI's list shows no outcome for a repaired node until its
+        cooldown ends. Behind a patch: it adds a command.
+        """
+        if self._outcome is not None and workflow.patched(OUTCOME_IN_COOLDOWN_PATCH):
+            workflow.upsert_search_attributes([SA_OUTCOME.value_set(self._outcome.value)])
+
+    def _withdraw_outcome(self) -> None:
+        """The fault came back in cooldown: the incident has no outcome again."""
+        if workflow.patched(OUTCOME_IN_COOLDOWN_PATCH):
+            workflow.upsert_search_attributes([SA_OUTCOME.value_unset()])
 
     def _finish(self) -> NodeRemediationResult:
         assert self._outcome is not None

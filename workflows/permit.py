@@ -149,7 +149,10 @@ class ReplacementPermit:
                 id=guard_workflow_id(info.workflow_id, request_id),
                 task_queue=self._task_queue,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"releases permit {request_id} when its holder closes",
+                static_summary=(
+                    f"Permit guard (plumbing) of {info.workflow_id}: releases replacement "
+                    f"permit {request_id} if that incident closes"
+                ),
             )
             request = PermitRequest(
                 holder_workflow_id=info.workflow_id,

@@ -12,6 +12,9 @@ time: the real activities compare them with their own (real) clock.
 
 from __future__ import annotations
 
+import bisect
+import math
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -19,51 +22,165 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpu_remediation.policy import Duration
 
+DEFAULT_MAX_LAG = 60.0
+"""Simulated seconds the clock may run ahead of the oldest due simulator event."""
+
+LAG_EDGES = (1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, math.inf)
+"""Upper edges (simulated seconds) of the lateness histogram."""
+
 
 class SimClock:
     """Simulated seconds since :meth:`start`, running ``time_factor`` times as fast as real time.
 
+    The clock is paced by the simulator's own processing: the fleet's scheduler
+    tells it (:meth:`pace`) when it runs an event, and when that event is more
+    than ``max_lag`` simulated seconds late, simulated time stands still until
+    the scheduler has caught up (:meth:`resume`, called when no event is due).
+    So a simulator at 100% of a core slows simulated time down instead of
+    running its events late (a reboot that ends hours after it should, a job
+    that completes late); the factor it then achieves is :meth:`lag_report`'s
+    ``achieved_factor``. Work that does not run on this clock (Temporal timers,
+    the real activities) keeps the requested factor, so a run whose achieved
+    factor falls well below the requested one is not to be trusted: the
+    reports show both.
+
     Args:
         time_factor: Simulated seconds per real second (> 0).
+        max_lag: How late (simulated seconds) an event may run before simulated
+            time is held; None: never (the clock is wall-clock x factor).
     """
 
-    def __init__(self, time_factor: float = 1.0) -> None:
+    def __init__(
+        self, time_factor: float = 1.0, *, max_lag: float | None = DEFAULT_MAX_LAG
+    ) -> None:
         if not time_factor > 0:
             raise ValueError(f"time factor must be positive, got {time_factor!r}")
+        if max_lag is not None and not max_lag >= 0:
+            raise ValueError(f"max lag must be >= 0 simulated seconds, got {max_lag!r}")
         self.time_factor = float(time_factor)
+        self.max_lag = max_lag
         self._t0: float | None = None
         self._wall0 = datetime.now(UTC)
+        self._lock = threading.Lock()
+        # now() = _sim_base + (monotonic - _real_base) * _rate; _rate is 0 while held.
+        self._sim_base = 0.0
+        self._real_base = 0.0
+        self._rate = self.time_factor
+        self._held_since: float | None = None
+        self._held_real = 0.0
+        self._holds = 0
+        self._late_counts = [0] * len(LAG_EDGES)
+        self._late_max = 0.0
+        self._events = 0
 
     def start(self) -> None:
         """Start counting (simulated time is 0 until then)."""
-        if self._t0 is None:
-            self._t0 = time.monotonic()
-            self._wall0 = datetime.now(UTC)
+        with self._lock:
+            if self._t0 is None:
+                self._t0 = self._real_base = time.monotonic()
+                self._wall0 = datetime.now(UTC)
 
     @property
     def started(self) -> bool:
         """Whether :meth:`start` was called."""
         return self._t0 is not None
 
+    def _at(self, mono: float) -> float:
+        return self._sim_base + (mono - self._real_base) * self._rate
+
     def now(self) -> float:
-        """Simulated seconds since the start."""
+        """Simulated seconds since the start (never decreasing)."""
         if self._t0 is None:
             return 0.0
-        return (time.monotonic() - self._t0) * self.time_factor
+        with self._lock:
+            return self._at(time.monotonic())
+
+    def pace(self, sim_t: float) -> float:
+        """The scheduler runs the event due at ``sim_t`` now; returns how late it is.
+
+        Counts the lateness (simulated seconds); beyond ``max_lag`` simulated
+        time stands still until :meth:`resume`.
+        """
+        if self._t0 is None:
+            return 0.0
+        with self._lock:
+            mono = time.monotonic()
+            now = self._at(mono)
+            late = max(0.0, now - sim_t)
+            self._events += 1
+            self._late_max = max(self._late_max, late)
+            self._late_counts[bisect.bisect_left(LAG_EDGES, late)] += 1
+            if self.max_lag is not None and late > self.max_lag and self._held_since is None:
+                self._sim_base, self._real_base, self._rate = now, mono, 0.0
+                self._held_since = mono
+                self._holds += 1
+            return late
+
+    def resume(self) -> None:
+        """The scheduler has no due event left: simulated time runs again (if held)."""
+        with self._lock:
+            if self._held_since is None:
+                return
+            mono = time.monotonic()
+            self._held_real += mono - self._held_since
+            self._held_since = None
+            self._sim_base, self._real_base = self._at(mono), mono
+            self._rate = self.time_factor
 
     def to_real(self, sim_seconds: float) -> float:
         """Real seconds that ``sim_seconds`` of simulated time take."""
         return max(0.0, sim_seconds) / self.time_factor
 
     def real_deadline(self, sim_t: float) -> float:
-        """The ``time.monotonic()`` value at which simulated time reaches ``sim_t``."""
+        """The ``time.monotonic()`` value at which simulated time reaches ``sim_t``.
+
+        While the clock is held, any time it has reached is due now and a later one
+        never (the scheduler resumes the clock before it waits).
+        """
         if self._t0 is None:
             raise RuntimeError("the clock is not started")
-        return self._t0 + sim_t / self.time_factor
+        with self._lock:
+            if self._rate == 0:
+                return self._real_base if sim_t <= self._sim_base else math.inf
+            return self._real_base + (sim_t - self._sim_base) / self._rate
 
     def wall(self, sim_t: float | None = None) -> datetime:
         """The simulated calendar time: start time plus simulated seconds (for reports)."""
         return self._wall0 + timedelta(seconds=self.now() if sim_t is None else sim_t)
+
+    def lag_report(self) -> dict[str, float | int]:
+        """Requested and achieved factor, time held, how late the simulator's events ran.
+
+        ``late_p50_s`` / ``late_p95_s`` are the upper edges of the histogram bucket
+        (simulated seconds) the median / 95th-percentile event fell into.
+        """
+        with self._lock:
+            mono = time.monotonic()
+            real = mono - self._t0 if self._t0 is not None else 0.0
+            sim = self._at(mono) if self._t0 is not None else 0.0
+            held = self._held_real + (mono - self._held_since if self._held_since else 0.0)
+            counts, events = list(self._late_counts), self._events
+
+            def quantile(q: float) -> float:
+                seen = 0
+                for edge, count in zip(LAG_EDGES, counts, strict=True):
+                    seen += count
+                    if events and seen >= q * events:
+                        return edge if math.isfinite(edge) else round(self._late_max, 1)
+                return 0.0
+
+            return {
+                "requested_factor": self.time_factor,
+                "achieved_factor": round(sim / real, 1) if real > 0 else self.time_factor,
+                "held_real_s": round(held, 2),
+                "holds": self._holds,
+                "events": events,
+                "late_p50_s": quantile(0.5),
+                "late_p95_s": quantile(0.95),
+                "late_max_s": round(self._late_max, 1),
+                "late_over_60s": sum(counts[3:]),
+                "late_over_15m": sum(counts[5:]),
+            }
 
 
 def seconds(value: timedelta) -> float:

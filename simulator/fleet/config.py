@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpu_remediation.policy import Duration
 from simulator.fleet.clock import Durations
-from simulator.fleet.faults import FaultMix, Scenario
+from simulator.fleet.faults import FaultKind, FaultMix, Scenario
+from simulator.fleet.operator_config import OperatorConfig
 
 _POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
 
@@ -41,19 +42,88 @@ class PoolSpec(_Strict):
         return self
 
 
+SURVIVABLE_FAULTS = frozenset(
+    {
+        FaultKind.XID_RESET,
+        FaultKind.NVLINK,
+        FaultKind.ROW_REMAP_PENDING,
+        FaultKind.ROW_REMAP_FAILURE,
+    }
+)
+"""Faults a running job lives through until its node is drained: the GPU still answers
+(NVIDIA: row remap pending keeps working; an ECC error, a degraded link or a remap
+failure leave it running but due for repair), so a checkpoint before the drain helps."""
+
+
 class WorkloadConfig(_Strict):
-    """Gang-scheduled training jobs: one pod of all GPUs per node, ``job_nodes`` per job."""
+    """Gang-scheduled training jobs: one pod of all GPUs per node, ``job_nodes`` per job.
+
+    A run of a job does ``job_duration`` of work (simulated time on nodes, not counting
+    checkpoints or restarts); it saves a checkpoint every ``checkpoint_interval`` of work,
+    which takes ``checkpoint_cost``; it survives ``backoff_limit`` failures and resumes
+    from its last checkpoint after each (see ``workloads.py``).
+    """
 
     namespace: str = "training"
     job_nodes: int = Field(default=4, ge=1, le=1000)
     utilization: float = Field(
         default=0.9, ge=0, le=1, description="Share of each pool's nodes the jobs try to fill."
     )
-    job_duration: Duration = Field(default=timedelta(hours=6), gt=timedelta(0))
+    job_duration: Duration = Field(
+        default=timedelta(hours=6), gt=timedelta(0), description="Work in one run of a job."
+    )
     restart_delay: Duration = Field(
         default=timedelta(minutes=5),
         ge=timedelta(0),
-        description="A failed job is rescheduled after this.",
+        description="An interrupted job is placed again after this.",
+    )
+    checkpoint_interval: Duration = Field(
+        default=timedelta(minutes=30), gt=timedelta(0), description="Work between checkpoints."
+    )
+    checkpoint_cost: Duration = Field(
+        default=timedelta(minutes=2),
+        ge=timedelta(0),
+        description="How long saving a checkpoint stops training.",
+    )
+    backoff_limit: int = Field(
+        default=3,
+        ge=0,
+        description="Failures of a run (not disruptions) it survives, as a Job's backoffLimit.",
+    )
+    handshake_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of each pool's jobs that speak the checkpoint handshake "
+        "(the first job of a pool does whenever the share is above 0).",
+    )
+    survivable_faults: frozenset[FaultKind] = Field(
+        default=SURVIVABLE_FAULTS,
+        description="Faults a running job keeps running through (every other fault but a "
+        "false positive fails it at once).",
+    )
+
+
+class AdmissionSimConfig(_Strict):
+    """New and rebooted nodes: the startup taint, and how often they come up faulty.
+
+    A NodePool with ``startup_taint`` carries gpu-remediation's startup taint, so
+    Karpenter's new nodes register with it (nodes seeded at the start were there
+    before and have none). A new node comes up faulty with
+    ``new_node_fault_probability`` (or when it is one of the ``faulty_launches``,
+    counted from 1 over the fleet's Karpenter launches: deterministic
+    dead-on-arrival nodes for scenarios); a rebooted one with
+    ``reboot_fault_probability``. The fault is drawn from ``faults``.
+    """
+
+    startup_taint: bool = True
+    new_node_fault_probability: float = Field(default=0.0, ge=0.0, le=1.0)
+    reboot_fault_probability: float = Field(default=0.0, ge=0.0, le=1.0)
+    faulty_launches: list[int] = Field(default_factory=list, max_length=1000)
+    faults: list[str] = Field(
+        default_factory=lambda: ["row_remap_failure", "gpu_hardware", "efa_device_missing"],
+        min_length=1,
+        description="Fault kinds a faulty arrival gets (one, drawn at random).",
     )
 
 
@@ -69,9 +139,18 @@ class FleetConfig(_Strict):
     scenario: Scenario | None = None
     fault_mix: FaultMix | None = None
     workloads: WorkloadConfig | None = None
+    faults_until: Duration | None = Field(
+        default=None, description="No fault of the mix after this simulated time (None: ever)."
+    )
+    operator: OperatorConfig | None = Field(
+        default=None, description="People answering needs-human tickets; None: nobody does."
+    )
     zone: str = "us-west-2a"
     history_size: int = Field(
         default=10_000, ge=100, description="Changes the Kubernetes emulator keeps for watches."
+    )
+    admission: AdmissionSimConfig | None = Field(
+        default=None, description="Startup taint and faulty arrivals; None: neither."
     )
     job_executor: bool = Field(
         default=True,

@@ -39,14 +39,16 @@ from gpu_remediation.settings import Settings
 from simulator.aws import DEFAULT_REGION, MotoCloud
 from simulator.fleet.accounting import Availability
 from simulator.fleet.agent import NodeAgent
+from simulator.fleet.arrivals import Arrivals
 from simulator.fleet.clock import SimClock
 from simulator.fleet.config import FleetConfig, PoolSpec
 from simulator.fleet.faults import FAULTS, FaultKind
 from simulator.fleet.host import HostSimulator
-from simulator.fleet.injector import FaultInjector
+from simulator.fleet.injector import FaultInjector, Slots
 from simulator.fleet.inventory import Inventory
 from simulator.fleet.karpenter import Karpenter
 from simulator.fleet.model import ActiveFault, NodeState, Phase
+from simulator.fleet.operator import HumanOperator
 from simulator.fleet.reboots import Reboots
 from simulator.fleet.scheduler import Scheduler
 from simulator.fleet.snapshot import FleetSnapshot, InjectedFault, NodeTruth
@@ -80,16 +82,26 @@ class Fleet:
         self.kube = KubeApiServer(self.store, port=kube_port)
         self.cloud = MotoCloud(DEFAULT_REGION)
         self.accounting = Availability(self.config.total_nodes)
-        self.inventory = Inventory(self, on_added=self._capacity_opened)
+        # The places a mix's node ordinals name; the inventory keeps them filled.
+        self.slots = Slots([(p.name, p.nodes) for p in self.config.pools])
+        self.inventory = Inventory(self, on_added=self._capacity_opened, slots=self.slots)
         self.agent = NodeAgent(self)
         self.host = HostSimulator(self)
-        self.karpenter = Karpenter(self, self.inventory)
+        self.arrivals = (
+            Arrivals(self, self.config.admission) if self.config.admission is not None else None
+        )
+        self.karpenter = Karpenter(self, self.inventory, self.arrivals)
         self.workloads = (
             Workloads(self, self.config.workloads) if self.config.workloads is not None else None
         )
-        self.reboots = Reboots(self, self.agent, self.workloads)
+        self.reboots = Reboots(self, self.agent, self.workloads, self.arrivals)
         self.injector = FaultInjector(
-            self, self.config.scenario, self.config.fault_mix, self.config.seed
+            self, self.config.scenario, self.config.fault_mix, self.config.seed, slots=self.slots
+        )
+        self.operator = (
+            HumanOperator(self, self.config.operator, self.config.seed)
+            if self.config.operator is not None
+            else None
         )
         self._pools = {p.name: p for p in self.config.pools}
         self._fault_ids = 0
@@ -426,6 +438,8 @@ class Fleet:
             return
         if change.resource == NODES.key:
             self._node_seen(change)
+            if self.operator is not None:
+                self.operator.on_node_change(change)
         elif change.resource == NODECLAIMS.key:
             self.karpenter.on_change(change)
         elif self.workloads is not None:

@@ -13,6 +13,51 @@ from simulator.fleet.ports import InjectorFleet
 log = logging.getLogger(__name__)
 
 
+class Slots:
+    """Which node holds each of the fleet's slots: the places a mix's node ordinals name.
+
+    A pool of N nodes has slots 0..N-1, in pool order across the fleet. The first
+    nodes take them in name order; a node that arrives later (a replacement) takes
+    its pool's lowest free slot, so it stands where the node it replaced stood. A
+    node that finds none free (it came up before its predecessor was gone) waits in
+    overflow and moves into the next slot that frees. A planned fault's ordinal so
+    always names the same slot, whatever the policy did to the nodes before.
+    """
+
+    def __init__(self, pools: list[tuple[str, int]]) -> None:
+        self._holders: dict[str, list[str | None]] = {name: [None] * n for name, n in pools}
+        self._overflow: dict[str, list[str]] = {name: [] for name, _ in pools}
+        self._order = [(name, i) for name, n in pools for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def added(self, name: str, pool: str) -> None:
+        """Node ``name`` of ``pool`` exists now."""
+        holders = self._holders[pool]
+        for i, holder in enumerate(holders):
+            if holder is None:
+                holders[i] = name
+                return
+        self._overflow[pool].append(name)
+
+    def removed(self, name: str, pool: str) -> None:
+        """Node ``name`` of ``pool`` is gone."""
+        holders, overflow = self._holders[pool], self._overflow[pool]
+        if name in overflow:
+            overflow.remove(name)
+            return
+        if name in holders:
+            holders[holders.index(name)] = overflow.pop(0) if overflow else None
+
+    def holder(self, ordinal: float) -> str | None:
+        """The node in the slot that ``ordinal`` (in [0, 1)) names, if the slot has one."""
+        if not self._order:
+            return None
+        pool, index = self._order[min(int(ordinal * len(self._order)), len(self._order) - 1)]
+        return self._holders[pool][index]
+
+
 class FaultInjector:
     """Schedules the scenario's events and the mix's faults on the fleet.
 
@@ -24,12 +69,19 @@ class FaultInjector:
     """
 
     def __init__(
-        self, fleet: InjectorFleet, scenario: Scenario | None, mix: FaultMix | None, seed: int
+        self,
+        fleet: InjectorFleet,
+        scenario: Scenario | None,
+        mix: FaultMix | None,
+        seed: int,
+        *,
+        slots: Slots | None = None,
     ) -> None:
         self._fleet = fleet
         self._scenario = scenario
         self._mix = mix
         self._rng = random.Random(seed + 1)
+        self.slots = slots or Slots([(p.name, p.nodes) for p in fleet.config.pools])
         self._planned: Iterator[PlannedFault] | None = (
             mix.events(seed, fleet.config.total_nodes) if mix is not None else None
         )
@@ -48,6 +100,10 @@ class FaultInjector:
         if self._planned is None:
             return
         planned = next(self._planned)
+        until = self._fleet.config.faults_until
+        if until is not None and planned.at > until.total_seconds():
+            self._planned = None  # the timeline ends here
+            return
         self._fleet.scheduler.call_at(planned.at, lambda: self._random(planned))
 
     def _running(self, pool: str | None) -> list[str]:
@@ -81,15 +137,26 @@ class FaultInjector:
         return chosen
 
     def _random(self, planned: PlannedFault) -> None:
+        """Inject a planned fault on the node in its slot; none there or not running: skipped.
+
+        The target depends on the plan alone (not on which nodes run now), so
+        every policy sees the same faults at the same places; a slot whose node
+        is rebooting or being replaced cannot fault and the skip is counted.
+        """
         try:
-            candidates = self._running(None)
-            if candidates:
-                name = candidates[min(int(planned.ordinal * len(candidates)), len(candidates) - 1)]
-                gpu = None
-                if FAULTS[planned.kind].scope == "gpu":
-                    gpus = self._fleet.node_gpus(name)
-                    gpu = min(int(planned.gpu_draw * gpus), gpus - 1)
-                self._fleet.inject(planned.kind, name, gpu=gpu, source="mix")
+            fleet = self._fleet
+            with fleet.lock:
+                name = self.slots.holder(planned.ordinal)
+                node = fleet.nodes.get(name) if name is not None else None
+                running = node is not None and node.phase is Phase.RUNNING
+            if name is None or not running:
+                fleet.count("mix.skipped")
+                return
+            gpu = None
+            if FAULTS[planned.kind].scope == "gpu":
+                gpus = fleet.node_gpus(name)
+                gpu = min(int(planned.gpu_draw * gpus), gpus - 1)
+            fleet.inject(planned.kind, name, gpu=gpu, source="mix")
         finally:
             self._next_planned()
 

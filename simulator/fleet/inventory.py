@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from gpu_remediation import catalog
+from gpu_remediation.ids import STARTUP_TAINT_KEY
 from simulator.fleet.agent import EFA_HEALTHY, GPU_HEALTHY, READY
 from simulator.fleet.config import PoolSpec
+from simulator.fleet.injector import Slots
 from simulator.fleet.model import NodeState, Phase
 from simulator.fleet.ports import InventoryFleet
 from simulator.kube_api import NODEPOOLS
@@ -24,10 +26,27 @@ from simulator.kube_api import NODEPOOLS
 AMI = "ami-12c6146b"
 LAUNCH_BATCH = 500
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+STARTUP_TAINT = {"key": STARTUP_TAINT_KEY, "effect": "NoSchedule"}
 
 
-def nodepool(pool: PoolSpec) -> dict[str, Any]:
-    """The Karpenter NodePool object of ``pool``."""
+def nodepool(pool: PoolSpec, startup_taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The Karpenter NodePool object of ``pool`` (with ``startupTaints`` when given)."""
+    template_spec: dict[str, Any] = {
+        "nodeClassRef": {
+            "group": "karpenter.k8s.aws",
+            "kind": "EC2NodeClass",
+            "name": "default",
+        },
+        "requirements": [
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": [pool.instance_type],
+            }
+        ],
+    }
+    if startup_taints:
+        template_spec["startupTaints"] = startup_taints
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -35,20 +54,7 @@ def nodepool(pool: PoolSpec) -> dict[str, Any]:
         "spec": {
             "template": {
                 "metadata": {"labels": {GPU_PRESENT_LABEL: "true"}},
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": "default",
-                    },
-                    "requirements": [
-                        {
-                            "key": "node.kubernetes.io/instance-type",
-                            "operator": "In",
-                            "values": [pool.instance_type],
-                        }
-                    ],
-                },
+                "spec": template_spec,
             },
             "disruption": {"budgets": [{"nodes": "10%"}]},
         },
@@ -65,8 +71,11 @@ class Inventory:
             waiting jobs can be placed on it.
     """
 
-    def __init__(self, fleet: InventoryFleet, on_added: Callable[[], None]) -> None:
+    def __init__(
+        self, fleet: InventoryFleet, on_added: Callable[[], None], *, slots: Slots | None = None
+    ) -> None:
         self._fleet = fleet
+        self._slots = slots
         self._on_added = on_added
         self._by_instance: dict[str, str] = {}
         self._seq: Counter[str] = Counter()
@@ -76,8 +85,10 @@ class Inventory:
         """Build every configured pool, launching its instances through ``ec2`` (moto's client)."""
         self._ec2 = ec2
         fleet = self._fleet
+        admission = fleet.config.admission
+        taints = [STARTUP_TAINT] if admission is not None and admission.startup_taint else None
         for pool in fleet.config.pools:
-            fleet.store.put(NODEPOOLS, nodepool(pool))
+            fleet.store.put(NODEPOOLS, nodepool(pool, taints))
             if pool.nodes:
                 for instance_id in self.launch_instances(pool, pool.nodes):
                     self.add_node(self.next_node_name(pool.name), pool, instance_id)
@@ -119,8 +130,17 @@ class Inventory:
         """Terminate an instance in moto (idempotent, as EC2 is)."""
         self._ec2.terminate_instances(InstanceIds=[instance_id])
 
-    def add_node(self, name: str, pool: PoolSpec, instance_id: str) -> None:
-        """Register a new Ready node (and its Ready NodeClaim) running on ``instance_id``."""
+    def add_node(
+        self,
+        name: str,
+        pool: PoolSpec,
+        instance_id: str,
+        taints: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Register a new Ready node (and its Ready NodeClaim) running on ``instance_id``.
+
+        ``taints`` are on the Node from its registration (a NodePool's ``startupTaints``).
+        """
         fleet = self._fleet
         config = fleet.config
         interval = config.durations.npd_interval.total_seconds()
@@ -142,6 +162,8 @@ class Inventory:
             )
             fleet.nodes[name] = node
             self._by_instance[instance_id] = name
+            if self._slots is not None:
+                self._slots.added(name, pool.name)
         labels = {
             GPU_PRESENT_LABEL: "true",
             "nvidia.com/gpu.count": str(pool.gpus_per_node),
@@ -166,6 +188,7 @@ class Inventory:
             boot_id=node.boot_id,
             gpus=pool.gpus_per_node,
             conditions=conditions,
+            taints=[dict(t) for t in taints] if taints else None,
         )
         fleet.store.put_nodeclaim(
             name, node_pool=pool.name, provider_id=node.provider_id, node_name=name, ready=True
@@ -185,4 +208,6 @@ class Inventory:
             fleet.accounting.track(node, fleet.clock.now())
             del fleet.nodes[name]
             self._by_instance.pop(node.instance_id, None)
+            if self._slots is not None:
+                self._slots.removed(name, node.pool)
             fleet.count("nodes.terminated")

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.fleet.model import Phase
 from simulator.fleet.ports import KarpenterFleet
-from simulator.kube_api import NODECLAIMS, NODES, PODS, ApiError
+from simulator.kube_api import NODECLAIMS, NODEPOOLS, NODES, PODS, ApiError
 from simulator.kube_api.watch import Change
 
 if TYPE_CHECKING:
+    from simulator.fleet.arrivals import Arrivals
     from simulator.fleet.config import PoolSpec
     from simulator.fleet.inventory import Inventory
 
@@ -42,9 +43,12 @@ def _deleting(obj: dict[str, Any] | None) -> bool:
 class Karpenter:
     """Terminates nodes whose NodeClaim is deleted and launches their replacements."""
 
-    def __init__(self, fleet: KarpenterFleet, inventory: Inventory) -> None:
+    def __init__(
+        self, fleet: KarpenterFleet, inventory: Inventory, arrivals: Arrivals | None = None
+    ) -> None:
         self._fleet = fleet
         self._inventory = inventory
+        self._arrivals = arrivals
         self._launching: dict[str, str] = {}
         """NodeClaims created but not launched yet: name -> pool."""
         self.in_flight = 0
@@ -86,8 +90,21 @@ class Karpenter:
             return  # its NodeClaim was deleted before the launch
         pool = fleet.pool(pool_name)
         (instance_id,) = self._inventory.launch_instances(pool, 1)
-        self._inventory.add_node(name, pool, instance_id)
+        # As Karpenter does: the NodePool's startupTaints are on the Node when it registers.
+        self._inventory.add_node(name, pool, instance_id, taints=self._startup_taints(pool_name))
         fleet.count("karpenter.launched")
+        if self._arrivals is not None:
+            self._arrivals.launched(name)
+
+    def _startup_taints(self, pool: str) -> list[dict[str, Any]]:
+        try:
+            obj = self._fleet.store.get(NODEPOOLS, pool)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            return []
+        spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return [dict(t) for t in spec.get("startupTaints") or []]
 
     # ------------------------------------------------------------- terminate
 

@@ -122,7 +122,11 @@ class RebootFleet(FleetCore, Protocol):
 
 
 class WorkloadsFleet(FleetCore, Protocol):
-    """What the training jobs need: the pools they run on."""
+    """What the training jobs need: the pools they run on, the API their pods call."""
+
+    @property
+    def kube_url(self) -> str:
+        """The Kubernetes API emulator's URL (jobs answer checkpoint requests over HTTP)."""
 
     def pool(self, name: str) -> PoolSpec:
         """The pool named ``name``."""
@@ -138,3 +142,11 @@ class InventoryFleet(FleetCore, Protocol):
     @property
     def accounting(self) -> Availability:
         """Node-seconds available, healthy and schedulable."""
+
+
+class ArrivalsFleet(InjectorFleet, Protocol):
+    """What faulty arrivals need: the fleet's seeded generator and a way to inject."""
+
+    @property
+    def rng(self) -> random.Random:
+        """The fleet's seeded generator (which arrivals are faulty)."""

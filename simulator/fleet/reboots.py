@@ -27,6 +27,7 @@ from simulator.fleet.ports import RebootFleet
 
 if TYPE_CHECKING:
     from simulator.fleet.agent import NodeAgent
+    from simulator.fleet.arrivals import Arrivals
     from simulator.fleet.workloads import Workloads
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,17 @@ class Reboots:
         workloads: The training jobs a reboot interrupts (None without jobs).
     """
 
-    def __init__(self, fleet: RebootFleet, agent: NodeAgent, workloads: Workloads | None) -> None:
+    def __init__(
+        self,
+        fleet: RebootFleet,
+        agent: NodeAgent,
+        workloads: Workloads | None,
+        arrivals: Arrivals | None = None,
+    ) -> None:
         self._fleet = fleet
         self._agent = agent
         self._workloads = workloads
+        self._arrivals = arrivals
 
     def on_reboot(self, instance_id: str) -> None:
         """Moto's callback (its request thread): only hand over to the scheduler."""
@@ -90,6 +98,8 @@ class Reboots:
         log.info("%s %s", name, "back from reboot" if booted else "did not come back")
         if booted:
             fleet.store.set_node_boot_id(name, boot_id)
+            if self._arrivals is not None:
+                self._arrivals.rebooted(name)
         self._agent.sync_ready(name)
         if booted:
             self._agent.tick(name)

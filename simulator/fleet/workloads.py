@@ -1,70 +1,123 @@
-"""Gang-scheduled training jobs: what faults and drains interrupt.
+"""Gang-scheduled training jobs that checkpoint: what faults and drains interrupt.
 
 Each job runs one pod per node (all of the node's GPUs) on ``job_nodes`` nodes
-of one pool, all at once or not at all. A run ends:
+of one pool, all at once or not at all, like a JobSet: its pods carry
+``jobset.sigs.k8s.io/jobset-name: <job>`` and ``jobset.sigs.k8s.io/restart-attempt``.
+A *run* of a job does ``job_duration`` of work, saving a checkpoint every
+``checkpoint_interval`` of work (each save stops training for ``checkpoint_cost``).
+An *attempt* is one placement of the run's pods. An attempt ends:
 
-- successfully after ``job_duration``;
-- failed when one of its nodes has a fault that breaks work (a spurious report
-  breaks nothing) or loses the job's pod (an eviction by a drain, Karpenter's
-  termination), or when the job was placed on a node that is already broken:
-  the scheduler only sees cordons, taints, readiness and the GPUs the device
-  plugin offers (they drop at the node's next health tick), not the hardware.
+- completed, when the run's work is done: the run succeeded, a new run starts;
+- by a fault that breaks work (``fault``): a fault on one of its nodes that is
+  not in ``survivable_faults`` (those leave the job running until its node is
+  drained), or a placement on a node already broken (the scheduler only sees
+  cordons, taints, readiness and allocatable GPUs). The work since the last
+  checkpoint is lost and the retry budget is spent;
+- by the remediation: an eviction (the pod gets ``DisruptionTarget``, which a
+  ``podFailurePolicy`` rule ``Ignore``s: work since the checkpoint is lost, the
+  budget is not spent), a plain delete or a reboot under the job (the budget is
+  spent: the project caused a job failure).
 
-A failed job is placed again after ``restart_delay`` on free nodes (Ready, not
-cordoned, not tainted, all GPUs allocatable, no job), chosen at random as the
-scheduler's tie-break would. Runs that succeed and fail are counted for
-the demo's job-success summary.
+An interrupted run is placed again after ``restart_delay`` on free nodes (Ready,
+not cordoned, not tainted, all GPUs allocatable, no job) and resumes from its
+checkpoint; it fails for good once more than ``backoff_limit`` failures spent
+its budget. The first placement fills each pool in node-name order (job 000 on
+the pool's first ``job_nodes`` nodes, and so on), later ones pick free nodes at
+random as the scheduler's tie-break would.
+
+The checkpoint handshake (docs/checkpoint-contract.md): a share
+(``handshake_share``) of each pool's jobs opt in (``gpu-remediation.io/checkpoint:
+supported``; job 000 of a pool always does when the share is above 0). When a
+request appears on a pod of such a job (seen through the store's hook), a
+``checkpoint_first`` request starts a save at once, a ``when_idle`` one waits for
+the next periodic save; when the save is durable the job writes the answer on
+its rank-0 pod with checkpoint_client's merge PATCH over the emulator's HTTP
+API, as training code does (watchers see MODIFIED), unless the request was
+withdrawn meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from simulator.fleet.model import Phase
+from checkpoint_client.kube import KubeConfig, KubeError, patch_pod_annotations
+from checkpoint_client.protocol import (
+    ANSWER_ANNOTATION,
+    OPT_IN_ANNOTATION,
+    REQUEST_ANNOTATION,
+    SUPPORTED,
+    Answer,
+    ProtocolError,
+    Request,
+    parse_request,
+)
+from simulator.fleet.model import NodeState, Phase
+from simulator.fleet.training import Attempt, Ending, JobStats, Usage, Why
 from simulator.kube_api import PODS, ApiError
+from simulator.kube_api.disruption import DISRUPTION_TARGET
 from simulator.kube_api.watch import Change
 
 if TYPE_CHECKING:
     from simulator.fleet.config import WorkloadConfig
     from simulator.fleet.ports import WorkloadsFleet
 
+log = logging.getLogger(__name__)
+
 JOB_LABEL = "training.gpu-remediation.io/job"
 RUN_LABEL = "training.gpu-remediation.io/run"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+CAUSED_BY_FAULT = "failures_caused_by_remediation.on."
+"""Summary key prefix: project-caused failures by the faults their node had (``+``-joined)."""
+STEP_SECONDS = 1.0
+"""Simulated seconds of work per training step (the answer's ``step``)."""
+
+
+def speaks_handshake(index: int, share: float) -> bool:
+    """Whether job ``index`` of its pool opts in: spread evenly, job 0 first."""
+    return math.ceil(round((index + 1) * share, 9)) > math.ceil(round(index * share, 9))
 
 
 @dataclass(slots=True)
 class TrainingJob:
-    """One gang-scheduled job and its current run."""
+    """One gang-scheduled job, its current run and attempt."""
 
     name: str
     pool: str
+    handshake: bool
     run: int = 0
+    restarts: int = 0
+    """Restarts of the current run (the JobSet's restart-attempt)."""
+    failures: int = 0
+    """Budget the current run has spent."""
+    saved: float = 0.0
+    """Work of the run's latest checkpoint."""
+    fresh: bool = True
+    """The next placement starts a new run."""
     running: bool = False
     nodes: list[str] = field(default_factory=list)
+    gpus: int = 0
     ready_at: float = 0.0
+    attempt: Attempt | None = None
+    token: int = 0
+    """Bumped whenever the attempt's schedule changes: older timers do nothing."""
+    pending: dict[str, Request] = field(default_factory=dict)
+    """Requests seen and not answered yet, by incident."""
+    seen: set[str] = field(default_factory=set)
+    """Incidents whose request this job has seen (each counted once)."""
 
-
-@dataclass(slots=True)
-class JobStats:
-    """Runs so far."""
-
-    succeeded: int = 0
-    failed: int = 0
-    failed_by_fault: int = 0
-    failed_by_eviction: int = 0
-
-    @property
-    def success_rate(self) -> float:
-        """Succeeded runs over finished runs (1.0 before any finished)."""
-        finished = self.succeeded + self.failed
-        return self.succeeded / finished if finished else 1.0
+    def pod_name(self, rank: int) -> str:
+        """The name of the current attempt's pod of ``rank``."""
+        return f"{self.name}-r{self.run}a{self.restarts}-{rank}"
 
 
 class Workloads:
-    """Places, fails and completes the training jobs of the fleet."""
+    """Places, checkpoints, interrupts and completes the training jobs of the fleet."""
 
     def __init__(self, fleet: WorkloadsFleet, config: WorkloadConfig) -> None:
         self._fleet = fleet
@@ -72,12 +125,14 @@ class Workloads:
         self.jobs: dict[str, TrainingJob] = {}
         self.stats = JobStats()
         self._placing = False
+        self._packed = True
         self._rng = random.Random(fleet.config.seed + 2)
         for pool in fleet.config.pools:
             count = math.floor(pool.nodes * config.utilization / config.job_nodes)
             for index in range(count):
                 name = f"{pool.name}-job-{index:03d}"
-                self.jobs[name] = TrainingJob(name=name, pool=pool.name)
+                handshake = speaks_handshake(index, config.handshake_share)
+                self.jobs[name] = TrainingJob(name=name, pool=pool.name, handshake=handshake)
 
     # ------------------------------------------------------------ placement
 
@@ -93,12 +148,13 @@ class Workloads:
     def _place(self) -> None:
         fleet = self._fleet
         now = fleet.clock.now()
-        starts: list[tuple[TrainingJob, list[str]]] = []
+        starts: list[TrainingJob] = []
         wake: float | None = None
         with fleet.lock:
             self._placing = False
+            packed, self._packed = self._packed, False
             free: dict[str, list[str]] = {}
-            for node in fleet.nodes.values():
+            for node in sorted(fleet.nodes.values(), key=lambda n: n.name):
                 if (
                     node.job is None
                     and node.phase is Phase.RUNNING
@@ -116,121 +172,376 @@ class Workloads:
                 nodes = free.get(job.pool, [])
                 if len(nodes) < self.config.job_nodes:
                     continue
-                # The scheduler breaks ties between equal nodes at random.
-                chosen = sorted(self._rng.sample(sorted(nodes), self.config.job_nodes))
+                if packed:
+                    chosen = nodes[: self.config.job_nodes]
+                else:
+                    # The scheduler breaks ties between equal nodes at random.
+                    chosen = sorted(self._rng.sample(nodes, self.config.job_nodes))
                 free[job.pool] = [n for n in nodes if n not in chosen]
-                job.run += 1
-                job.running = True
-                job.nodes = chosen
-                for name in chosen:
-                    fleet.nodes[name].job = job.name
-                starts.append((job, chosen))
-        for job, nodes in starts:
-            self._start(job, job.run, nodes)
+                self._begin(job, chosen, now)
+                starts.append(job)
+        for job in starts:
+            self._start(job)
         if wake is not None:
             fleet.scheduler.call_at(wake, self.request_placement)
 
-    def _start(self, job: TrainingJob, run: int, nodes: list[str]) -> None:
+    def _begin(self, job: TrainingJob, nodes: list[str], now: float) -> None:
+        # Caller holds the lock.
         fleet = self._fleet
-        for rank, name in enumerate(nodes):
+        if job.fresh:
+            job.fresh = False
+            job.run += 1
+            job.restarts = job.failures = 0
+            job.saved = 0.0
+        else:
+            job.restarts += 1
+        job.running = True
+        job.nodes = nodes
+        job.gpus = sum(fleet.nodes[n].gpus for n in nodes)
+        job.pending.clear()
+        job.attempt = Attempt(
+            started_at=now,
+            resumed_from=job.saved,
+            total=self.config.job_duration.total_seconds(),
+            interval=self.config.checkpoint_interval.total_seconds(),
+            cost=self.config.checkpoint_cost.total_seconds(),
+        )
+        for name in nodes:
+            fleet.nodes[name].job = job.name
+
+    def _start(self, job: TrainingJob) -> None:
+        fleet = self._fleet
+        with fleet.lock:
+            run, restarts, nodes = job.run, job.restarts, list(job.nodes)
+            names = [job.pod_name(rank) for rank in range(len(nodes))]
+        annotations = {OPT_IN_ANNOTATION: SUPPORTED} if job.handshake else {}
+        labels = {
+            JOB_LABEL: job.name,
+            RUN_LABEL: str(run),
+            JOBSET_LABEL: job.name,
+            RESTART_LABEL: str(restarts),
+        }
+        for pod_name, node_name in zip(names, nodes, strict=True):
             fleet.store.put_pod(
                 self.config.namespace,
-                f"{job.name}-r{run}-{rank}",
-                node_name=name,
-                labels={JOB_LABEL: job.name, RUN_LABEL: str(run)},
+                pod_name,
+                node_name=node_name,
+                labels=labels,
+                annotations=annotations,
                 gpus=fleet.pool(job.pool).gpus_per_node,
             )
         with fleet.lock:
-            broken = any(not fleet.nodes[n].truly_healthy for n in nodes if n in fleet.nodes)
+            broken = any(self._breaks_work(fleet.nodes[n]) for n in nodes if n in fleet.nodes)
         if broken:
-            self.fail(job.name, run, by_fault=True)
-            return
-        fleet.scheduler.call_later(
-            self.config.job_duration.total_seconds(), lambda: self._complete(job.name, run)
-        )
+            self._end(job.name, run, restarts, Ending.FAULT)
+        else:
+            self._schedule(job.name)
 
-    # -------------------------------------------------------------- endings
+    def _breaks_work(self, node: NodeState) -> bool:
+        """Whether the node cannot run the job: down, rebooting, or a fault it cannot survive."""
+        if node.phase is not Phase.RUNNING or not node.kubelet_up:
+            return True
+        survivable = self.config.survivable_faults
+        return any(f.info.interrupts_jobs and f.kind not in survivable for f in node.faults)
 
-    def _end(self, name: str, run: int) -> TrainingJob | None:
-        """Mark the run over (None if it already was); free its nodes."""
+    # ------------------------------------------------------------- progress
+
+    def _schedule(self, name: str) -> None:
         fleet = self._fleet
         with fleet.lock:
-            job = self.jobs.get(name)
-            if job is None or not job.running or job.run != run:
-                return None
-            job.running = False
-            for node_name in job.nodes:
-                node = fleet.nodes.get(node_name)
-                if node is not None and node.job == name:
-                    node.job = None
-            return job
+            job = self.jobs[name]
+            if not job.running or job.attempt is None:
+                return
+            job.token += 1
+            token = job.token
+            at, _ = job.attempt.next_event()
+        fleet.scheduler.call_at(at, lambda: self._advance(name, token, at))
 
-    def _delete_pods(self, job: TrainingJob, run: int) -> None:
-        for rank in range(len(job.nodes)):
+    def _advance(self, name: str, token: int, at: float) -> None:
+        fleet = self._fleet
+        answers: list[tuple[str, Answer]] = []
+        with fleet.lock:
+            job = self.jobs[name]
+            attempt = job.attempt
+            if not job.running or attempt is None or job.token != token:
+                return
+            _, kind = attempt.next_event()
+            run, restarts = job.run, job.restarts
+            if kind == "checkpoint":
+                attempt.begin_save(at, Why.PERIODIC)
+            elif kind == "saved":
+                job.saved = attempt.finish_save(at)
+                answers = self._answers(job)
+        if kind == "done":
+            self._end(name, run, restarts, Ending.COMPLETED, at=at)
+            return
+        for incident, answer in answers:
+            self._write_answer(name, run, restarts, incident, answer)
+        self._schedule(name)
+
+    def _answers(self, job: TrainingJob) -> list[tuple[str, Answer]]:
+        # Caller holds the lock. Every waiting request is answered by a fresh checkpoint.
+        if not job.pending:
+            return []
+        step = int(job.saved / STEP_SECONDS)
+        saved_at = datetime.now(UTC)  # Kubernetes-facing times are wall-clock (README)
+        out = [(i, Answer(i, step, saved_at)) for i in sorted(job.pending)]
+        job.pending.clear()
+        if job.attempt is not None:
+            job.attempt.answered = True  # the drain waits for this save
+        return out
+
+    # ------------------------------------------------------------ handshake
+
+    def _request_seen(self, name: str, run: int, restarts: int, raw: str) -> None:
+        fleet = self._fleet
+        try:
+            request: Request | None = parse_request(raw)
+        except ProtocolError:
+            request = None
+        with fleet.lock:
+            job = self.jobs.get(name)
+            if job is None or not job.running or (job.run, job.restarts) != (run, restarts):
+                return
+            if request is None:
+                self.stats.malformed_requests += 1
+                return
+            if request.incident in job.seen:
+                return
+            job.seen.add(request.incident)
+            self.stats.checkpoint_requests += 1
+            if not request.urgent:
+                self.stats.deferred += 1
+            if not job.handshake or job.attempt is None:
+                return  # a job that did not opt in never answers
+            job.pending[request.incident] = request
+            if not request.urgent or job.attempt.saving:
+                return  # the next save (or the one under way) answers it
+            job.attempt.begin_save(fleet.clock.now(), Why.REQUESTED)
+        self._schedule(name)
+
+    def _write_answer(
+        self, name: str, run: int, restarts: int, incident: str, answer: Answer
+    ) -> None:
+        """PATCH the answer on the attempt's rank-0 pod if its request still stands."""
+        fleet = self._fleet
+        with fleet.lock:
+            job = self.jobs[name]
+            if not job.running or (job.run, job.restarts) != (run, restarts):
+                return
+            pods = [job.pod_name(rank) for rank in range(len(job.nodes))]
+        ns = self.config.namespace
+        standing = False
+        for pod in pods:
             try:
-                self._fleet.store.delete_object(
-                    PODS, f"{job.name}-r{run}-{rank}", self.config.namespace
+                value = (fleet.store.get(PODS, pod, ns)["metadata"].get("annotations") or {}).get(
+                    REQUEST_ANNOTATION
                 )
             except ApiError as err:
                 if err.code != 404:
                     raise
+                continue
+            try:
+                standing = value is not None and parse_request(value).incident == incident
+            except ProtocolError:
+                standing = False
+            if standing:
+                break
+        if not standing:
+            return  # withdrawn (the incident was aborted or no longer needs the node)
+        # Over HTTP with the client training code uses (checkpoint_client), as a pod would.
+        kube = KubeConfig(base_url=fleet.kube_url, token_path=None, ca_path=None)
+        try:
+            patch_pod_annotations(kube, ns, pods[0], {ANSWER_ANNOTATION: answer.to_json()})
+        except KubeError as err:
+            if err.status != 404:
+                raise
+            return  # the pod was deleted meanwhile (drained): nothing left to answer on
+        with fleet.lock:
+            self.stats.checkpoints_answered += 1
 
-    def _complete(self, name: str, run: int) -> None:
-        job = self._end(name, run)
-        if job is None:
-            return
-        with self._fleet.lock:
-            self.stats.succeeded += 1
-            job.ready_at = self._fleet.clock.now()
-        self._delete_pods(job, run)
-        self.request_placement()
+    # -------------------------------------------------------------- endings
 
-    def fail(self, name: str, run: int, *, by_fault: bool) -> None:
-        """The run ``run`` of job ``name`` failed (nothing if it already ended)."""
-        job = self._end(name, run)
-        if job is None:
-            return
+    def _end(
+        self,
+        name: str,
+        run: int,
+        restarts: int,
+        ending: Ending,
+        *,
+        at: float | None = None,
+        node: str | None = None,
+    ) -> None:
+        """End the attempt ``(run, restarts)`` of job ``name`` (nothing if it already ended)."""
         fleet = self._fleet
         with fleet.lock:
-            self.stats.failed += 1
-            if by_fault:
-                self.stats.failed_by_fault += 1
-            else:
-                self.stats.failed_by_eviction += 1
-            job.ready_at = fleet.clock.now() + self.config.restart_delay.total_seconds()
-        self._delete_pods(job, run)
+            job = self.jobs.get(name)
+            attempt = job.attempt if job is not None else None
+            if job is None or attempt is None or not job.running:
+                return
+            if (job.run, job.restarts) != (run, restarts):
+                return
+            now = fleet.clock.now() if at is None else at
+            pods = [job.pod_name(rank) for rank in range(len(job.nodes))]
+            self.stats.record(attempt.usage(now, job.gpus, ending), ending)
+            self._account(job, attempt, ending, now, node)
+            job.running = False
+            job.attempt = None
+            job.token += 1
+            for node_name in job.nodes:
+                state = fleet.nodes.get(node_name)
+                if state is not None and state.job == name:
+                    state.job = None
+        for pod in pods:
+            try:
+                fleet.store.delete_object(PODS, pod, self.config.namespace)
+            except ApiError as err:
+                if err.code != 404:
+                    raise
         self.request_placement()
 
+    def _account(
+        self, job: TrainingJob, attempt: Attempt, ending: Ending, now: float, node: str | None
+    ) -> None:
+        # Caller holds the lock.
+        stats = self.stats
+        job.ready_at = now
+        if ending is Ending.COMPLETED:
+            stats.runs_succeeded += 1
+            job.fresh = True
+            return
+        job.ready_at = now + self.config.restart_delay.total_seconds()
+        if ending.by_remediation:
+            stats.interrupted_by_remediation += 1
+        else:
+            stats.interrupted_by_fault += 1
+        if not ending.spends_budget:
+            stats.disruptions += 1
+            if attempt.lost_work(now) > 0 and not attempt.saved_for_remediation:
+                stats.drains_without_checkpoint += 1
+                self._caused_by_remediation(job, ending, node)
+            return
+        stats.restarts_spending_budget += 1
+        if ending.by_remediation:
+            stats.evictions_spending_budget += 1
+            self._caused_by_remediation(job, ending, node)
+        job.failures += 1
+        if job.failures > self.config.backoff_limit:
+            stats.runs_failed += 1
+            if ending.by_remediation:
+                stats.runs_failed_by_remediation += 1
+            job.fresh = True
+
+    def _caused_by_remediation(self, job: TrainingJob, ending: Ending, node: str | None) -> None:
+        # Caller holds the lock. Which faults the node had says why the project did it.
+        state = self._fleet.nodes.get(node) if node is not None else None
+        kinds = sorted({f.kind.value for f in state.faults}) if state is not None else []
+        why = "+".join(kinds) or "none"
+        self.stats.handshake_failures_caused_by_remediation += job.handshake
+        self.stats.failures_caused_by_remediation_by_fault[why] += 1
+        log.info(
+            "job %s %s on node %s (faults: %s) lost work or budget: caused by the remediation",
+            job.name,
+            ending.value,
+            node,
+            why,
+        )
+
     def node_broken(self, node_name: str) -> None:
-        """A node's hardware broke: the job running there fails."""
+        """A node's hardware broke or it reboots: the job there ends unless it survives."""
         fleet = self._fleet
         with fleet.lock:
             node = fleet.nodes.get(node_name)
             job = self.jobs.get(node.job) if node is not None and node.job else None
-            run = job.run if job is not None else 0
-        if job is not None:
-            self.fail(job.name, run, by_fault=True)
+            if node is None or job is None or not job.running:
+                return
+            if node.phase is Phase.REBOOTING:
+                ending = Ending.REBOOTED
+            elif self._breaks_work(node):
+                ending = Ending.FAULT
+            else:
+                return  # a fault the job runs through until the node is drained
+            run, restarts = job.run, job.restarts
+        self._end(job.name, run, restarts, ending, node=node_name)
 
     def on_change(self, change: Change) -> None:
-        """Store hook (under the store lock): a job's pod that vanished fails its run."""
-        if change.resource != PODS.key or change.type != "DELETED":
+        """Store hook (under the store lock): a job's pod gone, or a checkpoint request on it."""
+        if change.resource != PODS.key:
             return
-        labels = change.obj["metadata"].get("labels") or {}
-        name, run = labels.get(JOB_LABEL), labels.get(RUN_LABEL)
-        if name is None or run is None or not run.isdigit():
+        meta = change.obj["metadata"]
+        labels = meta.get("labels") or {}
+        name, run, restarts = (
+            labels.get(JOB_LABEL),
+            labels.get(RUN_LABEL),
+            labels.get(RESTART_LABEL),
+        )
+        if name is None or run is None or restarts is None:
             return
-        self._fleet.scheduler.call_soon(lambda: self.fail(name, int(run), by_fault=False))
+        if not run.isdigit() or not restarts.isdigit():
+            return
+        r, a = int(run), int(restarts)
+        scheduler = self._fleet.scheduler
+        if change.type == "DELETED":
+            evicted = any(
+                c.get("type") == DISRUPTION_TARGET and c.get("status") == "True"
+                for c in (change.obj.get("status") or {}).get("conditions") or []
+            )
+            ending = Ending.EVICTED if evicted else Ending.DELETED
+            node = (change.obj.get("spec") or {}).get("nodeName")
+            scheduler.call_soon(lambda: self._end(name, r, a, ending, node=node))
+            return
+        raw = (meta.get("annotations") or {}).get(REQUEST_ANNOTATION)
+        old = None
+        if change.old is not None:
+            old = (change.old["metadata"].get("annotations") or {}).get(REQUEST_ANNOTATION)
+        if raw is not None and raw != old:
+            scheduler.call_soon(lambda: self._request_seen(name, r, a, raw))
+
+    # -------------------------------------------------------------- summary
 
     def summary(self) -> dict[str, float | int]:
-        """Job counts for the fleet snapshot (caller holds the fleet lock)."""
-        running = sum(1 for j in self.jobs.values() if j.running)
+        """Job counts and GPU time for the fleet snapshot (caller holds the fleet lock)."""
+        stats = self.stats
+        now = self._fleet.clock.now()
+        usage = Usage()
+        usage.add(stats.finished)
+        running = 0
+        for job in self.jobs.values():
+            if job.running and job.attempt is not None:
+                running += 1
+                usage.add(job.attempt.usage(now, job.gpus, None))
+        finished = stats.runs_succeeded + stats.runs_failed
         return {
             "jobs": len(self.jobs),
+            "handshake_jobs": sum(1 for j in self.jobs.values() if j.handshake),
             "running": running,
             "waiting": len(self.jobs) - running,
-            "runs_succeeded": self.stats.succeeded,
-            "runs_failed": self.stats.failed,
-            "runs_failed_by_fault": self.stats.failed_by_fault,
-            "runs_failed_by_eviction": self.stats.failed_by_eviction,
-            "success_rate": self.stats.success_rate,
+            "runs_succeeded": stats.runs_succeeded,
+            "runs_failed": stats.runs_failed,
+            "runs_failed_by_remediation": stats.runs_failed_by_remediation,
+            "success_rate": stats.runs_succeeded / finished if finished else 1.0,
+            "interrupted_by_fault": stats.interrupted_by_fault,
+            "interrupted_by_remediation": stats.interrupted_by_remediation,
+            "restarts_spending_budget": stats.restarts_spending_budget,
+            "disruptions": stats.disruptions,
+            "evictions_spending_budget": stats.evictions_spending_budget,
+            "drains_without_checkpoint": stats.drains_without_checkpoint,
+            "failures_caused_by_remediation": stats.failures_caused_by_remediation,
+            "handshake_failures_caused_by_remediation": (
+                stats.handshake_failures_caused_by_remediation
+            ),
+            "checkpoint_requests": stats.checkpoint_requests,
+            "checkpoints_answered": stats.checkpoints_answered,
+            "deferred": stats.deferred,
+            "malformed_requests": stats.malformed_requests,
+            "gpu_seconds_allocated": usage.allocated,
+            "gpu_seconds_productive": usage.productive,
+            "gpu_seconds_checkpointing": usage.checkpointing,
+            "gpu_seconds_requested_checkpoints": usage.requested,
+            "gpu_seconds_lost_to_faults": stats.lost_to_faults,
+            "gpu_seconds_lost_to_remediation": stats.lost_to_remediation,
+            "ettr": usage.productive / usage.allocated if usage.allocated else 1.0,
+        } | {
+            f"{CAUSED_BY_FAULT}{why}": count
+            for why, count in sorted(stats.failures_caused_by_remediation_by_fault.items())
         }

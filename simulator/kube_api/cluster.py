@@ -16,6 +16,7 @@ from typing import Any
 from . import errors
 from .disruption import (
     ScaleKey,
+    add_disruption_target,
     check_eviction,
     compute_status,
     pdb_matches,
@@ -408,8 +409,40 @@ class ApiStore(ObjectStore):
             pdbs, _ = self.list_objects(PDBS, namespace)
             statuses = {p["metadata"]["name"]: self.pdb_status(p) for p in pdbs}
             check_eviction(pod, pdbs, statuses)
-            self.delete_object(PODS, name, namespace, options)
+            self.delete_object(PODS, name, namespace, self._mark_evicted(pod, options))
         return status_body("Success", 201)
+
+    def _mark_evicted(self, pod: JSON, options: JSON) -> JSON:
+        """``addConditionAndDeletePod``: the DisruptionTarget condition, then the delete options.
+
+        The preconditions are checked against the pod before it is written (a failed one
+        leaves it untouched); a resourceVersion precondition then moves to the version the
+        condition created, as the real registry does.
+        """
+        meta = pod["metadata"]
+        pre = options.get("preconditions") or {}
+        for label, want, have in (
+            ("UID", pre.get("uid"), meta["uid"]),
+            ("ResourceVersion", pre.get("resourceVersion"), meta["resourceVersion"]),
+        ):
+            if want and want != have:
+                raise errors.conflict(
+                    PODS.group,
+                    PODS.plural,
+                    meta["name"],
+                    f"Precondition failed: {label} in precondition: {want}, "
+                    f"{label} in object meta: {have}",
+                )
+        now = self.now()
+
+        def mark(obj: JSON) -> None:
+            add_disruption_target(obj, now)
+
+        marked = self.mutate(PODS, meta["name"], meta.get("namespace"), mark)
+        if pre.get("resourceVersion"):
+            pre = {**pre, "resourceVersion": marked["metadata"]["resourceVersion"]}
+            options = {**options, "preconditions": pre}
+        return options
 
     def close(self) -> None:
         """Stop pending graceful-deletion timers and wake every watcher."""

@@ -6,7 +6,10 @@ computed against the expected scale. Without workload controllers the emulator t
 expected scale from :meth:`KubeStore.set_workload_scale` for pods whose controller owner
 has one registered, and counts every other non-terminal matching pod as one.
 ``disruptionsAllowed`` is ``currentHealthy - desiredHealthy`` floored at 0, and 0 when no
-pods are expected. Eviction follows ``pkg/registry/core/pod/storage/eviction.go``.
+pods are expected. Eviction follows ``pkg/registry/core/pod/storage/eviction.go``: an
+allowed eviction first gives the pod the ``DisruptionTarget`` condition
+(``addConditionAndDeletePod``), then deletes it, so a Job's ``podFailurePolicy`` can tell
+a disruption from a failure of the pod itself.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ JSON = dict[str, Any]
 ScaleKey = tuple[str, str, str]  # (namespace, owner kind, owner name)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+
+DISRUPTION_TARGET = "DisruptionTarget"
+EVICTION_REASON = "EvictionByEvictionAPI"
+EVICTION_MESSAGE = "Eviction API: evicting"
+"""The condition the API server writes on an evicted pod (``eviction.go``, Kubernetes 1.26+)."""
 
 
 def pod_ready(pod: JSON) -> bool:
@@ -214,3 +222,39 @@ def check_eviction(pod: JSON, pdbs: list[JSON], status_of: dict[str, JSON]) -> N
                 }
             ],
         )
+
+
+def add_disruption_target(pod: JSON, now: str) -> bool:
+    """Give ``pod`` the eviction's ``DisruptionTarget`` condition, in place.
+
+    Follows ``podutil.UpdatePodCondition``: a condition of that type already there is
+    updated (its ``lastTransitionTime`` kept when the status does not change), otherwise
+    one is appended.
+
+    Returns:
+        Whether the pod changed.
+    """
+    status = pod.setdefault("status", {})
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        conditions = status["conditions"] = []
+    wanted = {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": EVICTION_REASON,
+        "message": EVICTION_MESSAGE,
+        "lastProbeTime": None,
+        "lastTransitionTime": now,
+    }
+    for index, old in enumerate(conditions):
+        if not isinstance(old, dict) or old.get("type") != DISRUPTION_TARGET:
+            continue
+        if old.get("status") == "True" and old.get("lastTransitionTime"):
+            wanted["lastTransitionTime"] = old["lastTransitionTime"]
+        wanted["lastProbeTime"] = old.get("lastProbeTime")
+        if old == wanted:
+            return False
+        conditions[index] = wanted
+        return True
+    conditions.append(wanted)
+    return True

@@ -37,6 +37,24 @@ def test_the_default_run_is_the_default_scenario_on_two_pools_for_18_simulated_m
     assert demo_policy(options).rung(Rung.REBOOT).timeout == timedelta(seconds=135)
 
 
+def test_the_default_scenario_drains_a_handshake_job_whose_short_runs_finish_in_time() -> None:
+    config, duration = fleet_config(options_from())
+    jobs = config.workloads
+    assert jobs is not None
+    # Runs finish (several per job) within the scenario, checkpointing on the way.
+    assert jobs.job_duration * 2 < duration
+    assert jobs.checkpoint_interval < jobs.job_duration
+    assert config.scenario is not None
+    first = config.scenario.events[0]
+    # h100-0001 runs h100-job-000, the first job of its pool, which speaks the handshake.
+    assert (first.fault.value, first.node) == ("xid_reset", "h100-0001")
+    assert jobs.handshake_share > 0
+    # Other runs keep the fleet's long jobs.
+    mix, _ = fleet_config(options_from(fault_mix="llama3"))
+    assert mix.workloads is not None
+    assert mix.workloads.job_duration == timedelta(hours=6)
+
+
 def test_a_fault_mix_alone_replaces_the_default_scenario(tmp_path: Path) -> None:
     config, duration = fleet_config(options_from(fault_mix="llama3", fault_multiplier=5))
     assert config.scenario is None

@@ -16,6 +16,7 @@ from gpu_remediation.models import FaultClass
 from tests.deploy.manifests import deployments, monitoring
 from tests.deploy.support import DEPLOY, REPO, SCHEMAS
 from triggers import metrics as trigger_metrics
+from workflows import admission_metrics
 from workflows import metrics as workflow_metrics
 
 DASHBOARD = json.loads((DEPLOY / "grafana" / "gpu-remediation.json").read_text())
@@ -46,6 +47,7 @@ def _with_series(names: set[str]) -> set[str]:
 
 OUR_METRICS = _with_series(
     set(workflow_metrics.WORKFLOW_METRICS)
+    | set(admission_metrics.ADMISSION_METRICS)
     | {
         getattr(trigger_metrics, name)
         for name in dir(trigger_metrics)
@@ -101,7 +103,7 @@ def test_the_dashboard_and_alerts_use_only_metrics_that_exist() -> None:
 
 def test_the_dashboard_shows_each_of_the_projects_metrics() -> None:
     used = set().union(*(selectors(promql_parser.parse(e)) for e in dashboard_exprs()))
-    for name in [*workflow_metrics.WORKFLOW_METRICS]:
+    for name in [*workflow_metrics.WORKFLOW_METRICS, *admission_metrics.ADMISSION_METRICS]:
         assert name in used or name + "_bucket" in used or name + "_count" in used, name
     assert DASHBOARD["uid"] == "gpu-remediation"
     ids = [p["id"] for p in DASHBOARD["panels"]]

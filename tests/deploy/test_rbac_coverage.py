@@ -22,9 +22,11 @@ from temporalio.testing import ActivityEnvironment
 from activities.aws import Ec2Activities
 from activities.host import HostActivities
 from activities.host_commands import encode_output
+from activities.kube_admission import KubeAdmissionActivities
 from activities.kube_jobs import JobExecutor
 from activities.kube_workloads import WorkloadActivities
 from activities.kubernetes import KubernetesActivities
+from gpu_remediation import admission_models as a
 from gpu_remediation import contracts as c
 from gpu_remediation import job_contracts as j
 from gpu_remediation.jobs import OPT_IN_ANNOTATION, OPT_IN_VALUE
@@ -137,6 +139,21 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
             timeout_s=5,
         ),
     )
+    await run_admission_activities(store, api)
+
+
+async def run_admission_activities(store: KubeStore, api: Any) -> None:
+    """Admission's activities: hold (taint added), the agent's EFA verdict, admit."""
+    admission = KubeAdmissionActivities(client.CoreV1Api(api), settings())
+    store.put_node("gpu-4", node_pool="h100", provider_id=PROVIDER, boot_id="boot-4")
+    node = {"node": "gpu-4", "boot_id": "boot-4", "admission_id": "adm-4"}
+    hold = await ENV.run(
+        admission.hold_for_admission, a.HoldForAdmissionInput(**node, add_taint=True)
+    )
+    assert hold.taint_added
+    await ENV.run(admission.check_efa, a.CheckEfaInput(**node))
+    admitted = await ENV.run(admission.admit_node, a.AdmitNodeInput(**node))
+    assert admitted.status == "admitted"
 
 
 async def run_job_activities(api: Any, node: dict[str, str]) -> None:

@@ -65,7 +65,7 @@ async def test_a_deleted_nodeclaim_is_drained_terminated_and_replaced(
     assert snapshot.counters["karpenter.launched"] == 1
     # The job on the drained node lost a pod: that run failed, by eviction.
     assert snapshot.jobs is not None
-    assert snapshot.jobs["runs_failed_by_eviction"] == 1
+    assert snapshot.jobs["interrupted_by_remediation"] == 1
 
 
 async def test_a_pool_keeps_its_size_through_replacements(fleet: Fleet, real: Real) -> None:

@@ -1,74 +1,162 @@
-"""Training jobs occupy the nodes, fail with them, and availability is accounted."""
+"""Training jobs occupy the nodes, lose work to faults, restart from checkpoints, and count."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from gpu_remediation.contracts import DrainGpuPodsInput, QuarantineNodeInput
 from simulator.fleet import Fleet, WorkloadConfig
-from simulator.fleet.workloads import JOB_LABEL
+from simulator.fleet.workloads import (
+    JOB_LABEL,
+    JOBSET_LABEL,
+    RESTART_LABEL,
+    TrainingJob,
+    speaks_handshake,
+)
 from simulator.kube_api import PODS
 from tests.conftest import assert_eventually
 from tests.simulator.fleet.conftest import Real
 
 
-def job_pods(fleet: Fleet) -> dict[str, str]:
-    """Pod name -> node, for the training jobs' pods."""
+def job_pods(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """Pod name -> pod, for the training jobs' pods."""
     pods, _ = fleet.store.list_objects(PODS)
-    return {
-        p["metadata"]["name"]: p["spec"]["nodeName"]
-        for p in pods
-        if JOB_LABEL in p["metadata"]["labels"]
+    return {p["metadata"]["name"]: p for p in pods if JOB_LABEL in p["metadata"]["labels"]}
+
+
+def workloads(**overrides: Any) -> WorkloadConfig:
+    """One 3-node job per pool of the small fleet; 6 h of work, saved every 10 minutes."""
+    values: dict[str, Any] = {
+        "job_nodes": 3,
+        "utilization": 1.0,
+        "checkpoint_interval": timedelta(minutes=10),
+        "checkpoint_cost": timedelta(minutes=1),
+        "restart_delay": timedelta(minutes=1),
     }
+    values.update(overrides)
+    return WorkloadConfig(**values)
 
 
-async def test_jobs_run_as_gpu_pods_and_a_fault_fails_the_job(
-    make_fleet: Callable[..., Fleet], aws_env: None
+def job(fleet: Fleet, name: str) -> TrainingJob:
+    assert fleet.workloads is not None
+    return fleet.workloads.jobs[name]
+
+
+async def stats_where(fleet: Fleet, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    snapshot = await assert_eventually(
+        lambda: asyncio.to_thread(fleet.snapshot),
+        lambda snap: snap.jobs is not None and check(snap.jobs),
+    )
+    assert snapshot.jobs is not None
+    return dict(snapshot.jobs)
+
+
+def test_the_first_job_of_a_pool_and_then_every_other_speaks_the_handshake() -> None:
+    assert [speaks_handshake(i, 0.5) for i in range(5)] == [True, False, True, False, True]
+    assert [speaks_handshake(i, 0.3) for i in range(4)] == [True, False, False, True]
+    assert not any(speaks_handshake(i, 0.0) for i in range(5))
+    assert all(speaks_handshake(i, 1.0) for i in range(5))
+
+
+async def test_jobs_fill_each_pool_in_name_order_as_labelled_jobset_pods(
+    make_fleet: Callable[..., Fleet],
 ) -> None:
-    workloads = WorkloadConfig(job_nodes=3, utilization=1.0, restart_delay=timedelta(hours=1))
-    fleet = make_fleet(workloads=workloads, time_factor=600)
-    real = Real(fleet)
+    fleet = make_fleet(workloads=workloads())
     pods = await assert_eventually(
         lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
     )
-    assert sorted(pods.values()) == sorted(fleet.nodes)
-    pod = fleet.store.get(PODS, "h100-job-000-r1-0", "training")
+    pod = pods["h100-job-000-r1a0-0"]
+    assert pod["spec"]["nodeName"] == "h100-0000"
+    assert pods["h100-job-000-r1a0-2"]["spec"]["nodeName"] == "h100-0002"
+    assert pod["metadata"]["labels"][JOBSET_LABEL] == "h100-job-000"
+    assert pod["metadata"]["labels"][RESTART_LABEL] == "0"
+    assert pod["metadata"]["annotations"] == {"gpu-remediation.io/checkpoint": "supported"}
     assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
 
-    fleet.inject("xid_reset", "h100-0001", gpu=0)
+
+async def test_a_fault_that_breaks_work_spends_the_budget_and_a_survivable_one_does_not(
+    make_fleet: Callable[..., Fleet], aws_env: None
+) -> None:
+    fleet = make_fleet(workloads=workloads(), time_factor=600)
+    real = Real(fleet)
+    await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
+    )
+    # Xid 48: the GPU still answers, the job keeps training until its node is drained.
+    fleet.inject("xid_reset", "p5-0000", gpu=0)
+    # Xid 79: the GPU is gone, the job fails at once.
+    fleet.inject("fallen_off_bus", "h100-0001", gpu=0)
+    jobs = await stats_where(fleet, lambda j: j["interrupted_by_fault"] == 1)
+    await real.run("quarantine_node", QuarantineNodeInput(node="h100-0001", incident_id="i"))
+    assert jobs["restarts_spending_budget"] == 1
+    assert jobs["runs_failed"] == 0
+    assert jobs["gpu_seconds_lost_to_faults"] > 0
+    names = set(await asyncio.to_thread(job_pods, fleet))
+    assert {n for n in names if n.startswith("p5-job-000-r1a0")} == {
+        f"p5-job-000-r1a0-{rank}" for rank in range(3)
+    }
+    assert not any(n.startswith("h100-job-000-r1a0") for n in names)
+
+
+async def test_an_eviction_restarts_the_job_from_its_checkpoint_without_spending_the_budget(
+    make_fleet: Callable[..., Fleet], aws_env: None
+) -> None:
+    fleet = make_fleet(workloads=workloads(handshake_share=0.0))
+    real = Real(fleet)
+    # Let the job save at least once (every 10 simulated minutes = 0.5 s here).
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: job(fleet, "p5-job-000").saved),
+        lambda saved: saved > 0,
+    )
+    await real.run(
+        "drain_gpu_pods", DrainGpuPodsInput(node="p5-0001", incident_id="i", timeout_s=5)
+    )
+    jobs = await stats_where(fleet, lambda j: j["disruptions"] == 1)
+    assert jobs["restarts_spending_budget"] == 0
+    assert jobs["interrupted_by_remediation"] == 1
+    # It had not saved for the drain: the project cost it the work since its checkpoint.
+    assert jobs["drains_without_checkpoint"] == 1
+    assert jobs["failures_caused_by_remediation"] == 1
+    pods = await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet),
+        lambda found: "p5-job-000-r1a1-0" in found,
+    )
+    assert pods["p5-job-000-r1a1-0"]["metadata"]["labels"][RESTART_LABEL] == "1"
+    attempt = job(fleet, "p5-job-000").attempt
+    assert attempt is not None
+    assert attempt.resumed_from > 0
+
+
+async def test_a_plain_delete_spends_the_budget_and_a_spent_budget_fails_the_run(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    fleet = make_fleet(workloads=workloads(backoff_limit=0))
+    await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
+    )
+    await asyncio.to_thread(fleet.store.delete_object, PODS, "h100-job-000-r1a0-1", "training")
+    jobs = await stats_where(fleet, lambda j: j["runs_failed"] == 1)
+    assert jobs["evictions_spending_budget"] == 1
+    assert jobs["runs_failed_by_remediation"] == 1
+    assert jobs["success_rate"] == 0.0
+    # A new run of the job starts from scratch.
     await assert_eventually(
         lambda: asyncio.to_thread(job_pods, fleet),
-        lambda found: not any(name.startswith("h100-job-000-r1") for name in found),
-    )
-    # Quarantine the faulty node: the job cannot come back until capacity returns.
-    await real.run("quarantine_node", QuarantineNodeInput(node="h100-0001", incident_id="i"))
-    snapshot = fleet.snapshot()
-    assert snapshot.jobs is not None
-    assert snapshot.jobs["runs_failed_by_fault"] == 1
-    assert snapshot.jobs["running"] == 1
-    assert snapshot.availability["available"] < 1.0
-
-    # Draining the other job's node evicts its pod: that run fails by eviction.
-    await real.run(
-        "drain_gpu_pods", DrainGpuPodsInput(node="p5-0000", incident_id="i", timeout_s=5)
-    )
-    await assert_eventually(
-        lambda: asyncio.to_thread(fleet.snapshot),
-        lambda snap: snap.jobs is not None and snap.jobs["runs_failed_by_eviction"] == 1,
+        lambda found: "h100-job-000-r2a0-0" in found,
     )
 
 
-async def test_a_job_that_runs_its_course_succeeds(make_fleet: Callable[..., Fleet]) -> None:
-    workloads = WorkloadConfig(job_nodes=3, utilization=1.0, job_duration=timedelta(minutes=10))
-    fleet = make_fleet(workloads=workloads)  # 10 simulated minutes = 0.5 s real
-    snapshot = await assert_eventually(
-        lambda: asyncio.to_thread(fleet.snapshot),
-        lambda snap: snap.jobs is not None and snap.jobs["runs_succeeded"] >= 2,
-        timeout=10,
-    )
-    assert snapshot.jobs is not None
-    assert snapshot.jobs["runs_failed"] == 0
-    assert snapshot.jobs["success_rate"] == 1.0
-    assert snapshot.availability["available"] == 1.0
+async def test_a_run_that_does_its_work_succeeds_and_ettr_counts_the_checkpoints(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    config = workloads(job_duration=timedelta(minutes=10), checkpoint_interval=timedelta(minutes=4))
+    fleet = make_fleet(workloads=config)  # 10 simulated minutes = 0.5 s real
+    jobs = await stats_where(fleet, lambda j: j["runs_succeeded"] >= 2)
+    assert jobs["runs_failed"] == 0
+    assert jobs["success_rate"] == 1.0
+    assert 0.8 < jobs["ettr"] < 1.0  # 2 saves of 1 min per 10 min of work
+    assert jobs["gpu_seconds_lost_to_faults"] == 0
+    assert jobs["gpu_seconds_checkpointing"] > 0

@@ -1,0 +1,135 @@
+"""``remediate compare``: the same faults under several policies (see ``whatif/``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+compare_app = typer.Typer()
+
+
+@compare_app.command("compare")
+def compare(
+    nodes: Annotated[
+        int, typer.Option("--nodes", min=1, help="Simulated GPU nodes, split over the pools.")
+    ] = 40,
+    pools: Annotated[
+        str,
+        typer.Option(
+            "--pools",
+            help="Comma-separated NAME[:COUNT][:no-reset] (no-reset: EC2 blocks nvidia-smi -r).",
+        ),
+    ] = "h100,p5:no-reset",
+    scenario: Annotated[
+        Path | None,
+        typer.Option("--scenario", help="YAML file of scripted faults.", show_default=False),
+    ] = None,
+    fault_mix: Annotated[
+        str,
+        typer.Option(
+            "--fault-mix",
+            help="Random faults: 'llama3' (Meta's Llama 3 table, its published rate), 'none', "
+            "or a mix file (rates per node-hour; simulator/README.md).",
+        ),
+    ] = "llama3",
+    fault_multiplier: Annotated[
+        float, typer.Option("--fault-multiplier", help="Scale every rate of the mix.")
+    ] = 1.0,
+    policies: Annotated[
+        str,
+        typer.Option(
+            "--policies",
+            help="Comma-separated baseline names (no-automation, replace-always, "
+            "reboot-then-replace, graded) or policy files.",
+        ),
+    ] = "no-automation,replace-always,reboot-then-replace,graded",
+    time_factor: Annotated[
+        float, typer.Option("--time-factor", help="Simulated seconds per real second.")
+    ] = 600.0,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            "--duration",
+            help="Simulated time per policy, e.g. 24h, 30d (default 6h; a scenario: its last "
+            "event + 15m).",
+            show_default=False,
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fault timeline.")] = 0,
+    json_output: Annotated[
+        bool,
+        typer.Option("--json", help='Print {"policies": {NAME: {...}}} as the last stdout line.'),
+    ] = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report", help="Write a self-contained HTML report here.", show_default=False
+        ),
+    ] = None,
+    workloads: Annotated[
+        bool, typer.Option("--workloads/--no-workloads", help="Run gang-scheduled training jobs.")
+    ] = True,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator/--no-operator", help="Simulate the people who answer escalations."
+        ),
+    ] = True,
+    settle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--settle-timeout", help="Real seconds per policy to wait for open incidents."
+        ),
+    ] = 60.0,
+) -> None:
+    """Run one fault timeline under several policies, each through the real system.
+
+    Per policy a fresh simulated fleet (same seed: same faults at the same times on the
+    same node slots), the worker, the workflows and the watcher, on one Temporal dev
+    server; then a table (and --json, --report). Exits 2 on invalid input (nothing
+    starts), 1 when a part fails.
+    """
+    from whatif.options import CompareError, options_from
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        options = options_from(
+            nodes=nodes,
+            pools=pools,
+            scenario=scenario,
+            fault_mix=fault_mix,
+            fault_multiplier=fault_multiplier,
+            policies=policies,
+            time_factor=time_factor,
+            duration=duration,
+            seed=seed,
+            json_output=json_output,
+            report=report,
+            workloads=workloads,
+            operator=operator,
+            settle_timeout=settle_timeout,
+        )
+        # Imported here: the simulator and the worker's dependencies load only now.
+        from whatif.cli_run import CliCompare
+
+        run = CliCompare(options, out=Console(soft_wrap=True), err=err)
+    except CompareError as error:
+        err.print(f"error: {error}", markup=False, highlight=False)
+        raise typer.Exit(2) from error
+    try:
+        results = asyncio.run(run.run())
+    except (CompareError, RuntimeError, TimeoutError, OSError) as error:
+        err.print(f"error: {error}", markup=False, highlight=False)
+        err.print(f"logs: {run.compare.run_dir}", markup=False, highlight=False)
+        raise typer.Exit(1) from error
+    if json_output:
+        from whatif.results import comparison_json
+
+        out = Console(soft_wrap=True)
+        out.file.write(json.dumps(comparison_json(results)) + "\n")
+        out.file.flush()

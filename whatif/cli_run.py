@@ -1,0 +1,78 @@
+"""The command's run: progress while the policies run, then the table and the report."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+
+from demo.summary import duration_text
+from whatif.options import CompareOptions
+from whatif.results import table
+from whatif.runner import CompareRun, PolicyResult
+from whatif.runner import Progress as RunProgress
+
+
+class CliCompare:
+    """``remediate compare`` around :class:`CompareRun`.
+
+    Args:
+        options: What to run.
+        out: Where the table goes (stdout; with --json only the JSON goes there).
+        err: Where progress goes.
+
+    Raises:
+        CompareError: Bad input (before anything starts).
+    """
+
+    def __init__(self, options: CompareOptions, *, out: Console, err: Console) -> None:
+        self.options = options
+        self.ui = err if options.json_output else out
+        self.compare = CompareRun(options, ui=self.ui, on_progress=self._on_progress)
+        self._bar = Progress(
+            TextColumn("{task.description:<22}"),
+            BarColumn(),
+            TextColumn("{task.fields[sim]:>10} simulated"),
+            TextColumn("{task.fields[incidents]:>5} incidents, {task.fields[open]:>4} open"),
+            TextColumn("{task.fields[phase]}"),
+            console=self.ui,
+            disable=not options.live,
+        )
+        self._tasks: dict[int, TaskID] = {}
+
+    async def run(self) -> list[PolicyResult]:
+        """Run the comparison; print the table (and write the report)."""
+        compare, options = self.compare, self.options
+        timeline = compare.timeline
+        self.ui.print(
+            f"Comparing {len(compare.choices)} policies on {compare.fleet_config.total_nodes} "
+            f"simulated GPU nodes for {duration_text(compare.duration.total_seconds())} each "
+            f"(time factor {options.time_factor:g}); fault timeline {timeline.digest}: "
+            f"{timeline.planned} planned faults, {timeline.scripted_events} scripted events."
+        )
+        with self._bar:
+            results = await compare.run()
+        self.ui.print(table(results, title=f"What-if comparison, timeline {timeline.digest}"))
+        if options.report is not None:
+            from whatif.report import write_report
+
+            write_report(options.report, compare, results)
+            self.ui.print(f"Report: {options.report}")
+        return results
+
+    def _on_progress(self, progress: RunProgress) -> None:
+        total = self.compare.duration.total_seconds()
+        task = self._tasks.get(progress.index)
+        sim = duration_text(progress.sim_seconds)
+        if task is None:
+            task = self._bar.add_task(
+                progress.policy, total=total, sim=sim, incidents=0, open=0, phase=""
+            )
+            self._tasks[progress.index] = task
+        self._bar.update(
+            task,
+            completed=progress.sim_seconds,
+            sim=sim,
+            incidents=progress.incidents,
+            open=progress.open_incidents,
+            phase=progress.phase,
+        )

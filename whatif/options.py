@@ -1,0 +1,161 @@
+"""What ``remediate compare`` runs: the demo's fleet and fault options, plus the policies.
+
+Everything is checked here, before any process starts: the fleet (pools, scenario,
+fault mix), the duration and each policy (a baseline name or a policy file). A
+mistake raises :class:`CompareError` naming the option, file and field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from demo.run import DemoError, DemoOptions, fleet_config
+from gpu_remediation.policy import Duration, Policy
+from gpu_remediation.policy_loader import PolicyError, load_policy
+from policies import BASELINES, load_baseline
+from simulator.fleet import FaultMix, FleetConfig, Scenario, ScenarioError, parse_pools
+from simulator.fleet.operator_config import OperatorConfig
+
+DEFAULT_DURATION = timedelta(hours=6)
+"""Without --duration and --scenario: enough simulated time for a few operator round trips."""
+
+
+class CompareError(Exception):
+    """Bad input: the message names the option (and the file and field)."""
+
+
+class CompareOptions(BaseModel):
+    """Everything ``remediate compare`` can be told."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: int = Field(default=40, ge=1, le=10_000)
+    pools: str = "h100,p5:no-reset"
+    scenario: Path | None = None
+    fault_mix: str | None = "llama3"
+    fault_multiplier: float = Field(default=1.0, ge=0)
+    policies: str = ",".join(BASELINES)
+    time_factor: float = Field(default=600.0, gt=0, le=100_000)
+    duration: Duration | None = None
+    seed: int = 0
+    json_output: bool = False
+    report: Path | None = None
+    workloads: bool = True
+    job_nodes: int = Field(default=4, ge=1)
+    operator: bool = True
+    settle_timeout: float = Field(default=60.0, ge=0)
+    refresh_interval: float = Field(default=1.0, gt=0)
+    live: bool = True
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """One policy to run: its name in the table, where it came from, the policy itself."""
+
+    name: str
+    source: str
+    policy: Policy
+
+
+def options_from(**fields: object) -> CompareOptions:
+    """Validate the command line.
+
+    Raises:
+        CompareError: Naming each bad option.
+    """
+    try:
+        return CompareOptions.model_validate(fields)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in err.errors()
+        )
+        raise CompareError(problems) from err
+
+
+def resolve_policies(text: str) -> list[PolicyChoice]:
+    """Each item of ``--policies``: a baseline name or a policy file (merged over the defaults).
+
+    Raises:
+        CompareError: An empty list, a repeated name, an unknown name or an invalid file.
+    """
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise CompareError("--policies: give at least one baseline name or policy file")
+    chosen: list[PolicyChoice] = []
+    for item in items:
+        if item in BASELINES:
+            chosen.append(PolicyChoice(item, f"policies/{item}.yaml", load_baseline(item)))
+            continue
+        path = Path(item)
+        if not path.is_file():
+            raise CompareError(
+                f"--policies: {item!r} is neither a baseline ({', '.join(BASELINES)}) "
+                "nor a policy file"
+            )
+        try:
+            policy = load_policy(path)
+        except PolicyError as err:
+            raise CompareError(f"--policies: {err}") from err
+        chosen.append(PolicyChoice(path.stem, str(path), policy))
+    names = [c.name for c in chosen]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise CompareError(f"--policies: each policy once (repeated: {', '.join(repeated)})")
+    return chosen
+
+
+def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
+    """The fleet every policy runs on (the demo's, plus the human operator) and the duration.
+
+    Raises:
+        CompareError: A bad pool list, scenario, fault mix or duration, naming the option.
+    """
+    _check_parts(options)
+    demo = DemoOptions(
+        nodes=options.nodes,
+        pools=options.pools,
+        scenario=options.scenario,
+        fault_mix=options.fault_mix,
+        fault_multiplier=options.fault_multiplier,
+        time_factor=options.time_factor,
+        duration=options.duration,
+        seed=options.seed,
+        workloads=options.workloads,
+        job_nodes=options.job_nodes,
+    )
+    try:
+        config, duration = fleet_config(demo)
+    except DemoError as err:  # the parts passed above: only their combination is left
+        raise CompareError(str(err)) from err
+    if options.duration is None and options.scenario is None:
+        duration = DEFAULT_DURATION
+    if duration <= timedelta(0):
+        raise CompareError("--duration: must be positive")
+    if config.fault_mix is None and config.scenario is None:
+        raise CompareError("--fault-mix: 'none' without --scenario leaves nothing to compare")
+    if options.operator:
+        config = config.model_copy(update={"operator": OperatorConfig()})
+    return config, duration
+
+
+def _check_parts(options: CompareOptions) -> None:
+    """Read the pools, the scenario and the mix one by one, so an error names its option."""
+    try:
+        parse_pools(options.pools, options.nodes)
+    except ValueError as err:
+        raise CompareError(f"--pools: {err}") from err
+    if options.scenario is not None:
+        try:
+            Scenario.load(options.scenario)
+        except ScenarioError as err:
+            raise CompareError(f"--scenario: {err}") from err
+    name = options.fault_mix
+    if name is not None and name not in ("llama3", "none"):
+        try:
+            FaultMix.load(Path(name))
+        except ScenarioError as err:
+            raise CompareError(f"--fault-mix: {err} (give 'llama3', 'none' or a mix file)") from err

@@ -1,0 +1,167 @@
+"""The comparison as one self-contained HTML file that opens offline.
+
+Charts (matplotlib SVG inline, no JavaScript), the table, the fault timeline, the time
+factor, and what the simulator models and what it does not. Nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from demo.summary import duration_text
+from whatif.charts import charts as svg_charts
+from whatif.factor_check import FactorCheck, html_section
+from whatif.results import policy_json
+
+if TYPE_CHECKING:
+    from whatif.runner import CompareRun, PolicyResult
+
+MODELS = (
+    "GPU nodes in Karpenter node pools behind a Kubernetes API emulator and moto (EC2, SSM), "
+    "reached by the production activities, worker, workflows and watcher unchanged.",
+    "The fault kinds of simulator/README.md with what each shows (Xid, DCGM, EFA, Ready) and "
+    "what clears it (GPU reset, reboot, replacement, nothing); a Poisson fault mix per kind "
+    "(default: Meta's Llama 3 405B interruption table at its published rate) or a scenario.",
+    "Durations of resets, reboots, diagnostics, drains, instance termination and node launch; "
+    "the Node Problem Detector's cycle; the node controller's Ready grace.",
+    "Gang-scheduled training jobs that fail when a node of theirs breaks or is drained and are "
+    "rescheduled after a delay.",
+    "A human operator (simulator/fleet/operator.py) answering needs-human tickets after "
+    "seeded lognormal response and repair times (assumed defaults: median 30 min and 1 h, two "
+    "people): fixable faults repaired, hardware faults sent for RMA.",
+)
+
+DOES_NOT_MODEL = (
+    "Costs (instances, RMA, people's time) and capacity shortages: a replacement always finds "
+    "an instance after the launch time.",
+    "Multiple availability zones, NVLink domains or shared-fate groups; correlated failures "
+    "beyond what a scenario scripts.",
+    "Karpenter's bin-packing, consolidation and drift; NPD heartbeats; pods restarting after a "
+    "reboot.",
+    "The EKS node monitoring agent's per-Xid table exactly (the baselines map it by fault "
+    "class, as their headers say); checkpoint/restart cost of a job beyond its restart delay.",
+    "Real latency: Temporal and the APIs run in real time while the fleet runs time_factor "
+    "times faster, so their latency is scaled up with it: each real second is time_factor "
+    "simulated seconds of MTTR and unavailability (mttr_real_* in the JSON is the real part; "
+    "timeouts floored at 10 s real become hours).",
+)
+
+
+def _table(results: list[PolicyResult]) -> str:
+    headers = (
+        "policy",
+        "availability",
+        "nodes replaced",
+        "reboots",
+        "resets",
+        "escalations",
+        "MTTR p50",
+        "MTTR p95",
+        "GPU-hours lost",
+        "job runs ok / done",
+        "breaker trips",
+        "most replacements at once",
+        "operator",
+    )
+    rows = []
+    for r in results:
+        data = policy_json(r)
+        runs = r.summary.job_runs or {}
+        done = runs.get("succeeded", 0) + runs.get("failed", 0)
+        cells = (
+            f"{r.name}<br><small>{html.escape(r.source)}</small>",
+            f"{r.summary.availability * 100:.3f}%",
+            str(r.nodes_replaced),
+            str(r.summary.reboots),
+            str(data["resets"]),
+            str(r.escalations),
+            duration_text(r.summary.mttr_p50_s),
+            duration_text(r.summary.mttr_p95_s),
+            f"{r.gpu_hours_lost:,.1f}",
+            f"{runs.get('succeeded', 0)} / {done}",
+            str(r.summary.breaker_trips),
+            str(r.summary.max_nodes_terminating),
+            html.escape(", ".join(f"{k} {v}" for k, v in r.operator.items()) or "-"),
+        )
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def render(
+    compare: CompareRun, results: list[PolicyResult], check: FactorCheck | None = None
+) -> str:
+    """The whole report as one HTML document."""
+    options, config, tl = compare.options, compare.fleet_config, compare.timeline
+    pools = ", ".join(
+        f"{p.name} {p.nodes}{' (no GPU reset)' if not p.reset_supported else ''}"
+        for p in config.pools
+    )
+    mix = options.fault_mix or "none"
+    charts = "".join(f"<figure>{svg}</figure>" for svg in svg_charts(results))
+    skipped = ", ".join(f"{r.name} {r.faults_skipped}" for r in results)
+    facts = [
+        f"Fleet: {html.escape(pools)} ({config.total_nodes} nodes); workloads "
+        f"{'on' if config.workloads else 'off'}; human operator "
+        f"{'on' if config.operator else 'off'}.",
+        f"Faults: mix {html.escape(mix)} x {options.fault_multiplier:g}"
+        + (f", scenario {html.escape(str(options.scenario))}" if options.scenario else "")
+        + f"; seed {options.seed}; {tl.planned} planned faults ("
+        + html.escape(", ".join(f"{k} {v}" for k, v in tl.by_kind.items()) or "none")
+        + f"); timeline digest <code>{tl.digest}</code>, the same for every policy. Planned "
+        f"faults whose node was rebooting or being replaced at that moment could not happen "
+        f"(skipped: {html.escape(skipped)}).",
+        f"Simulated time per policy: {duration_text(compare.duration.total_seconds())}; time "
+        f"factor {options.time_factor:g} (1 real second = "
+        f"{duration_text(options.time_factor)} simulated). Every policy duration is divided "
+        "by the time factor (demo/policy.py), so outcomes should not depend on it beyond "
+        "noise (see the check below). The simulator's clock is paced (ADR 013): it stands "
+        "still while the simulator is more than 60 simulated s behind, so the factor "
+        "achieved can be lower than the one requested; achieved per policy: "
+        + html.escape(
+            ", ".join(
+                f"{r.name} {r.clock.get('achieved_factor', 0):,.0f} "
+                f"(events late p95 <= {duration_text(float(r.clock.get('late_p95_s', 0)))})"
+                for r in results
+            )
+        )
+        + ".",
+    ]
+    models = "".join(f"<li>{html.escape(m)}</li>" for m in MODELS)
+    not_models = "".join(f"<li>{html.escape(m)}</li>" for m in DOES_NOT_MODEL)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>gpu-remediation what-if comparison</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; }}
+table {{ border-collapse: collapse; font-size: 0.9rem; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }}
+small {{ color: #666; }}
+</style></head><body>
+<h1>What-if comparison: the same faults under {len(results)} policies</h1>
+<p>Generated {generated} by <code>remediate compare</code>. Each policy ran through the real
+system (Temporal dev server, worker, workflows, activities, node-condition watcher) against
+its own fresh simulated fleet.</p>
+<ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
+{_table(results)}
+{charts}
+{html_section(check)}
+<h2>What the simulator models</h2><ul>{models}</ul>
+<h2>What it does not model</h2><ul>{not_models}</ul>
+</body></html>
+"""
+
+
+def write_report(
+    path: Path,
+    compare: CompareRun,
+    results: list[PolicyResult],
+    check: FactorCheck | None = None,
+) -> None:
+    """Write the report to ``path`` (with the time-factor check when one was run)."""
+    path.write_text(render(compare, results, check), encoding="utf-8")

@@ -1,0 +1,98 @@
+"""A comparison's output: one row per policy, as a rich table and as JSON.
+
+The JSON object per policy is the demo's summary (``demo.summary.DemoSummary``,
+so ``availability``, ``replacements``, ``job_runs`` mean the same everywhere)
+plus the comparison's own fields: ``policy_source``, ``escalations``,
+``resets`` (GPU reset attempts), ``nodes_replaced`` (every node the fleet
+terminated: the remediation's replacements and the operator's RMAs),
+``gpu_hours_lost`` (unavailable node-hours times GPUs per node, simulated),
+``faults_skipped`` (planned faults whose slot had no running node),
+``operator`` (the human operator model's counters), ``timeline`` (the planned
+faults and their digest: equal for every policy), ``settled`` and ``clock``
+(achieved vs requested time factor and how late the simulator's events ran).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from demo.summary import duration_text
+from whatif.runner import PolicyResult
+
+
+def policy_json(result: PolicyResult) -> dict[str, Any]:
+    """The JSON object of one policy: the demo summary's keys plus the comparison's."""
+    summary = result.summary
+    return {
+        **summary.model_dump(mode="json"),
+        "policy_source": result.source,
+        "escalations": result.escalations,
+        "resets": summary.rung_attempts.get("gpu_reset", 0),
+        "nodes_replaced": result.nodes_replaced,
+        "gpu_hours_lost": result.gpu_hours_lost,
+        "faults_skipped": result.faults_skipped,
+        "operator": result.operator,
+        "timeline": result.timeline.model_dump(mode="json"),
+        "settled": result.settled,
+        "clock": result.clock,
+    }
+
+
+def comparison_json(results: list[PolicyResult]) -> dict[str, Any]:
+    """``{"policies": {NAME: {...}}}``, in the order the policies ran."""
+    return {"policies": {r.name: policy_json(r) for r in results}}
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:.3f}%"
+
+
+def _jobs(result: PolicyResult) -> str:
+    runs = result.summary.job_runs
+    if runs is None:
+        return "-"
+    succeeded, failed = runs.get("succeeded", 0), runs.get("failed", 0)
+    finished = succeeded + failed
+    rate = f" ({succeeded / finished:.0%})" if finished else ""
+    return f"{succeeded}/{finished}{rate}"
+
+
+def table(results: list[PolicyResult], *, title: str) -> Table:
+    """The comparison table: one row per policy."""
+    grid = Table(title=title, title_justify="left")
+    for header in (
+        "policy",
+        "avail.",
+        "replaced",
+        "reboots",
+        "resets",
+        "escal.",
+        "MTTR p50",
+        "MTTR p95",
+        "GPU-h lost",
+        "jobs ok/done",
+        "breaker",
+        "max repl.",
+        "factor",
+    ):
+        grid.add_column(header, justify="left" if header == "policy" else "right")
+    for r in results:
+        s = r.summary
+        grid.add_row(
+            r.name,
+            _percent(s.availability),
+            str(r.nodes_replaced),
+            str(s.reboots),
+            str(s.rung_attempts.get("gpu_reset", 0)),
+            str(r.escalations),
+            duration_text(s.mttr_p50_s),
+            duration_text(s.mttr_p95_s),
+            f"{r.gpu_hours_lost:,.1f}",
+            _jobs(r),
+            str(s.breaker_trips),
+            str(s.max_nodes_terminating),
+            f"{r.clock.get('achieved_factor', 0):,.0f}/{r.clock.get('requested_factor', 0):,.0f}",
+        )
+    return grid

@@ -1,0 +1,330 @@
+"""Runs a comparison: one Temporal dev server, then each policy on a fresh copy of the system.
+
+Per policy, in turn: a new simulated fleet (same configuration and seed, so the
+same fault timeline), a new worker process and a new node-condition watcher
+(``demo.stack.DemoStack``, exactly what ``remediate demo`` runs), under the
+policy scaled to the time factor (``demo.policy``). Each policy has its own
+cluster name, task queue and replacement semaphore on the shared server, so
+nothing of one run reaches another. The fleet is sampled while it runs (healthy
+nodes, replacements, GPU-hours lost); at the end of the simulated duration the
+fleet's accounting is read, and once every incident has its outcome (or
+``settle_timeout`` real seconds later) the incidents are summarized by
+``demo.summary.summarize``, the same summary the demo prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+from rich.console import Console
+from temporalio.client import Client
+
+from demo.incidents import Incident
+from demo.policy import scale_policy
+from demo.run import real_poll_interval, real_watcher_tick
+from demo.server import connect, dev_server
+from demo.stack import DemoStack, StackOptions
+from demo.summary import DemoSummary, summarize
+from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
+from whatif.options import (
+    CompareError,
+    CompareOptions,
+    PolicyChoice,
+    compare_fleet,
+    resolve_policies,
+)
+from whatif.timeline import Timeline, timeline
+
+log = logging.getLogger("gpu_remediation.compare")
+
+
+class Sample(BaseModel):
+    """The fleet at one moment of a run (simulated time)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sim_hours: float
+    available_nodes: int
+    nodes_replaced: int
+    gpu_hours_lost: float
+    incidents: int
+
+
+class PolicyResult(BaseModel):
+    """One policy's run: the demo's summary plus what the comparison adds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    source: str
+    summary: DemoSummary
+    escalations: int
+    nodes_replaced: int
+    gpu_hours_lost: float
+    faults_skipped: int
+    operator: dict[str, int]
+    timeline: Timeline
+    settled: bool
+    samples: list[Sample]
+    clock: dict[str, float | int]
+    """The simulated clock's pacing (``SimClock.lag_report``): requested and achieved
+    time factor, simulated time held back, how late the simulator's events ran."""
+
+
+@dataclass
+class Progress:
+    """What the progress display shows of the policy running now."""
+
+    policy: str = ""
+    index: int = 0
+    sim_seconds: float = 0.0
+    incidents: int = 0
+    open_incidents: int = 0
+    phase: str = "starting"
+    done: list[str] = field(default_factory=list)
+
+
+def gpus_per_node(config: FleetConfig) -> float:
+    """The fleet's GPUs per node (pools may differ)."""
+    nodes = config.total_nodes
+    return sum(p.nodes * p.gpus_per_node for p in config.pools) / nodes if nodes else 0.0
+
+
+def gpu_hours_lost(snapshot: FleetSnapshot, gpus: float) -> float:
+    """GPU-hours not available so far: unavailable node-seconds times GPUs per node."""
+    report = snapshot.availability
+    return (1.0 - report["available"]) * report["node_seconds"] / 3600.0 * gpus
+
+
+def available_now(fleet: Fleet) -> int:
+    """Nodes healthy and open to work at this moment (what availability integrates)."""
+    with fleet.lock:
+        return sum(1 for n in fleet.nodes.values() if n.available)
+
+
+def escalations(incidents: list[Incident]) -> int:
+    """Incidents that handed their node to a person."""
+    return sum(
+        1
+        for i in incidents
+        if i.state is not None
+        and any(
+            d.stage == "escalate" and d.action.startswith("handed over") for d in i.state.decisions
+        )
+    )
+
+
+class CompareRun:
+    """A comparison, checked up front (nothing starts on bad input), then :meth:`run`.
+
+    Args:
+        options: What to run.
+        ui: Where progress and notes go.
+        on_progress: Called with the progress after each sample (the CLI's display).
+
+    Raises:
+        CompareError: Bad input, naming the option.
+    """
+
+    def __init__(
+        self,
+        options: CompareOptions,
+        *,
+        ui: Console,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.options = options
+        self.choices: list[PolicyChoice] = resolve_policies(options.policies)
+        self.fleet_config, self.duration = compare_fleet(options)
+        self.fleet_config = self.fleet_config.model_copy(update={"faults_until": self.duration})
+        try:
+            self.scaled = [scale_policy(c.policy, options.time_factor) for c in self.choices]
+        except ValueError as err:
+            raise CompareError(f"--time-factor: {err}") from err
+        self.timeline = timeline(self.fleet_config, self.duration)
+        self.ui = ui
+        self.on_progress = on_progress
+        self.progress = Progress()
+        if options.report is not None and not options.report.parent.is_dir():
+            raise CompareError(f"--report: no directory {options.report.parent}")
+        self.run_dir = Path(tempfile.mkdtemp(prefix="remediate-compare-"))
+        self.results: list[PolicyResult] = []
+        self.tag = uuid.uuid4().hex[:6]
+
+    async def run(self, client: Client | None = None) -> list[PolicyResult]:
+        """Run every policy, one after the other; the results in ``--policies`` order.
+
+        Args:
+            client: A client of a running server to use (tests); None starts a dev server.
+        """
+        handler = logging.FileHandler(self.run_dir / "compare.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
+        try:
+            if client is not None:
+                await self._all(client, client.service_client.config.target_host)
+            else:
+                async with dev_server(
+                    label="remediate-compare", ui=False, directory=self.run_dir
+                ) as server:
+                    await self._all(await connect(server.address), server.address)
+        finally:
+            root.removeHandler(handler)
+            handler.close()
+        # Kept only when something failed (the logs say what).
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        return self.results
+
+    async def _all(self, client: Client, address: str) -> None:
+        for index, choice in enumerate(self.choices):
+            self.progress = Progress(
+                policy=choice.name, index=index, done=[r.name for r in self.results]
+            )
+            self.results.append(await self._one(index, choice, client, address))
+
+    async def _one(
+        self, index: int, choice: PolicyChoice, client: Client, address: str
+    ) -> PolicyResult:
+        options = self.options
+        run_dir = self.run_dir / f"{index}-{choice.name}"
+        run_dir.mkdir()
+        # Unique per run: a second comparison on the same server sees none of the first.
+        tag = f"whatif-{self.tag}-{index}"
+        stack = DemoStack(
+            client,
+            address,
+            StackOptions(
+                fleet=self.fleet_config,
+                policy=self.scaled[index],
+                run_dir=run_dir,
+                cluster=tag,
+                task_queue=tag,
+                semaphore_workflow_id=f"{tag}-semaphore",
+                poll_interval=real_poll_interval(options.time_factor),
+                watcher_tick=real_watcher_tick(options.time_factor),
+            ),
+        )
+        started = time.monotonic()
+        await stack.start()
+        try:
+            # The window ends at the duration on the simulator's own clock (its
+            # scheduler), so every policy is measured over the same simulated time.
+            window: list[FleetSnapshot] = []
+            fleet = stack.fleet
+            fleet.scheduler.call_at(
+                self.duration.total_seconds(), lambda: window.append(fleet.snapshot())
+            )
+            samples, at_end, settled = await self._watch(stack, window)
+            clock = fleet.clock.lag_report()
+            incidents = await stack.book.refresh_list()
+            await stack.book.refresh_states()
+        finally:
+            await stack.stop()
+        return self._result(choice, index, incidents, samples, at_end, settled, started, clock)
+
+    async def _watch(
+        self, stack: DemoStack, window: list[FleetSnapshot]
+    ) -> tuple[list[Sample], FleetSnapshot, bool]:
+        """Sample until the window closed and every incident settled (or the timeout).
+
+        ``window`` receives the fleet's snapshot at the end of the duration (taken
+        on the simulator's scheduler).
+        """
+        duration_s = self.duration.total_seconds()
+        gpus = gpus_per_node(self.fleet_config)
+        samples: list[Sample] = []
+        at_end: FleetSnapshot | None = None
+        deadline: float | None = None
+        while True:
+            if not stack.worker.running:
+                raise CompareError(f"the worker process died: {stack.worker.log_tail(1000)}")
+            snapshot = stack.fleet.snapshot()
+            incidents = await stack.book.refresh_list()
+            await stack.book.refresh_states([i for i in incidents if not i.state_final])
+            if at_end is None:
+                samples.append(self._sample(stack.fleet, snapshot, gpus, len(incidents)))
+            if at_end is None and not window and snapshot.sim_seconds > duration_s + 3600:
+                raise CompareError(
+                    "the fleet simulator's scheduler has not reached the end of the window "
+                    f"an hour of simulated time after it (errors: {stack.fleet.scheduler.errors!r})"
+                )
+            if at_end is None and window:
+                # The comparison's window ended: availability and jobs as of then.
+                at_end = window[0]
+                deadline = time.monotonic() + self.options.settle_timeout
+            settled = all(i.settled for i in incidents)
+            self._report(snapshot, incidents, "settling" if at_end is not None else "running")
+            if at_end is not None and (settled or time.monotonic() > (deadline or 0)):
+                return samples, at_end, settled
+            await asyncio.sleep(self.options.refresh_interval)
+
+    def _sample(self, fleet: Fleet, snapshot: FleetSnapshot, gpus: float, incidents: int) -> Sample:
+        return Sample(
+            sim_hours=round(snapshot.sim_seconds / 3600.0, 4),
+            available_nodes=available_now(fleet),
+            nodes_replaced=snapshot.counters.get("nodes.terminated", 0),
+            gpu_hours_lost=round(gpu_hours_lost(snapshot, gpus), 3),
+            incidents=incidents,
+        )
+
+    def _report(self, snapshot: FleetSnapshot, incidents: list[Incident], phase: str) -> None:
+        progress = self.progress
+        progress.sim_seconds = min(snapshot.sim_seconds, self.duration.total_seconds())
+        progress.incidents = len(incidents)
+        progress.open_incidents = sum(1 for i in incidents if not i.settled)
+        progress.phase = phase
+        if self.on_progress is not None:
+            self.on_progress(progress)
+
+    def _result(
+        self,
+        choice: PolicyChoice,
+        index: int,
+        incidents: list[Incident],
+        samples: list[Sample],
+        at_end: FleetSnapshot,
+        settled: bool,
+        started: float,
+        clock: dict[str, float | int],
+    ) -> PolicyResult:
+        summary = summarize(
+            incidents,
+            at_end,
+            replacement_cap=self.scaled[index].replacement.max_concurrent,
+            time_factor=self.options.time_factor,
+            wall_seconds=time.monotonic() - started,
+            temporal_address=f"whatif-{self.tag}-{index}",
+            temporal_ui=None,
+        )
+        counters = at_end.counters
+        operator = {
+            key.removeprefix("operator."): value
+            for key, value in sorted(counters.items())
+            if key.startswith("operator.")
+        }
+        return PolicyResult(
+            name=choice.name,
+            source=choice.source,
+            summary=summary,
+            escalations=escalations(incidents),
+            nodes_replaced=counters.get("nodes.terminated", 0),
+            gpu_hours_lost=round(gpu_hours_lost(at_end, gpus_per_node(self.fleet_config)), 2),
+            faults_skipped=counters.get("mix.skipped", 0),
+            operator=operator,
+            timeline=self.timeline,
+            settled=settled,
+            samples=samples,
+            clock=clock,
+        )
