@@ -1,6 +1,7 @@
-"""Kubernetes side of node admission: hold, read the agent's EFA verdict, admit.
+"""Kubernetes side of node admission: hold, read the agent's EFA verdict, NCCL, admit.
 
 A node is held behind its startup taint, the node agent's EFA verdict is read,
+the optional NCCL all-reduce Job runs on it (``activities.admission_nccl``),
 and the node is admitted (the taint removed) for one boot.
 
 Every write is a read-modify-write with the Node's resourceVersion (a 409
@@ -16,10 +17,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.admission_nccl import NcclJobs
 from activities.kubernetes import CONFLICT_RETRIES, api_error, call_api, node_ready
 from gpu_remediation import admission_models as a
 from gpu_remediation import catalog
@@ -35,19 +38,23 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 class KubeAdmissionActivities:
     """Admission's activities on Nodes (client injected)."""
 
-    def __init__(self, core_v1: Any, settings: Settings) -> None:
+    def __init__(self, core_v1: Any, settings: Settings, batch_v1: Any = None) -> None:
         """Bind to the API client.
 
         Args:
             core_v1: ``kubernetes.client.CoreV1Api``.
-            settings: The node-pool label.
+            settings: The node-pool label; the NCCL Job's namespace and GPU resource.
+            batch_v1: ``kubernetes.client.BatchV1Api`` for the NCCL check's Job
+                (default: one on ``core_v1``'s API client).
         """
         self._core = core_v1
         self._settings = settings
+        batch = batch_v1 if batch_v1 is not None else k8s.BatchV1Api(core_v1.api_client)
+        self._nccl = NcclJobs(batch, core_v1, settings)
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this class, for a worker's registration."""
-        return [self.hold_for_admission, self.check_efa, self.admit_node]
+        return [self.hold_for_admission, self.check_efa, self.run_nccl_check, self.admit_node]
 
     @activity.defn(name=Activities.HOLD_FOR_ADMISSION)
     async def hold_for_admission(self, input: a.HoldForAdmissionInput) -> a.AdmissionHold:
@@ -131,6 +138,15 @@ class KubeAdmissionActivities:
         return a.CheckEfaResult(
             passed=False, reported=True, summary=message[:2048], evidence=evidence[:256]
         )
+
+    @activity.defn(name=Activities.RUN_NCCL_CHECK)
+    async def run_nccl_check(self, input: a.RunNcclCheckInput) -> a.NcclCheckResult:
+        """Run NCCL's all-reduce over the node's GPUs in a Job pinned to the node.
+
+        See ``activities.admission_nccl``: a wrong result or a bus bandwidth under
+        the floor fails the check, with the verdict as evidence.
+        """
+        return await self._nccl.run(input)
 
     @activity.defn(name=Activities.ADMIT_NODE)
     async def admit_node(self, input: a.AdmitNodeInput) -> a.AdmitNodeResult:

@@ -87,18 +87,23 @@ class WorkloadActivities:
     async def request_checkpoint(
         self, input: j.RequestCheckpointInput
     ) -> j.CheckpointRequestResult:
-        """Write the request on opted-in jobs' pods and the watch mark on the node's GPU pods."""
-        request = CheckpointRequest(
-            incident=input.request_incident,
-            node=input.node,
-            deadline=input.deadline.astimezone(UTC),
-            urgency=input.urgency,
-            reason=input.reason,
-        ).annotation()
+        """Write the request on opted-in jobs' pods and the watch mark on the node's GPU pods.
+
+        Each job's request names the job, so the relay can tell the incident
+        which job answered (it waits for every job it asked).
+        """
         requested = 0
         for job in input.jobs:
             if not job.checkpoint_supported:
                 continue
+            request = CheckpointRequest(
+                incident=input.request_incident,
+                node=input.node,
+                deadline=input.deadline.astimezone(UTC),
+                urgency=input.urgency,
+                reason=input.reason,
+                job=job.display,
+            ).annotation()
             for pod in await self._job_pods(job.namespace, job.label_key, job.name):
                 if _asked_by_another(pod, input.request_incident):
                     # One request per pod: the job is already saving for an

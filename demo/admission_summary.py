@@ -24,6 +24,20 @@ from gpu_remediation.admission_models import (
 from gpu_remediation.ids import admissions_query
 
 
+class ArrivalGroup(BaseModel):
+    """First boots of one pool, instance type and zone: how many were dead on arrival."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node_pool: str
+    instance_type: str
+    zone: str
+    arrivals: int
+    """First boots whose burn-in ended (admitted or dead on arrival)."""
+    dead_on_arrival: int
+    dead_on_arrival_rate: float
+
+
 class AdmissionSummary(BaseModel):
     """``admission`` in ``remediate demo --json``."""
 
@@ -36,6 +50,8 @@ class AdmissionSummary(BaseModel):
     ready_to_schedulable_p95_s: float | None
     running: int = 0
     """Admissions still under way when the summary was taken."""
+    by_arrival_group: list[ArrivalGroup] = []
+    """Dead-on-arrival rate by pool, instance type and zone (the metrics' labels)."""
 
 
 async def admission_results(client: Client, cluster: str) -> tuple[list[AdmissionResult], int]:
@@ -74,6 +90,23 @@ def summarize_admissions(
         if r.outcome in ADMITTED_OUTCOMES and r.ready_to_schedulable_s is not None
     ]
     p50, p95 = _percentile(waits, 50), _percentile(waits, 95)
+    groups: dict[tuple[str, str, str], list[bool]] = {}
+    for r in items:
+        doa = r.outcome == AdmissionOutcome.DEAD_ON_ARRIVAL
+        if r.first_boot and (doa or r.outcome in ADMITTED_OUTCOMES):
+            key = (r.node_pool or "none", r.instance_type or "unknown", r.zone or "unknown")
+            groups.setdefault(key, []).append(doa)
+    by_group = [
+        ArrivalGroup(
+            node_pool=pool,
+            instance_type=instance_type,
+            zone=zone,
+            arrivals=len(flags),
+            dead_on_arrival=sum(flags),
+            dead_on_arrival_rate=round(sum(flags) / len(flags), 4),
+        )
+        for (pool, instance_type, zone), flags in sorted(groups.items())
+    ]
     return AdmissionSummary(
         nodes_admitted=sum(r.outcome in ADMITTED_OUTCOMES for r in items),
         dead_on_arrival=sum(r.outcome == AdmissionOutcome.DEAD_ON_ARRIVAL for r in items),
@@ -81,6 +114,7 @@ def summarize_admissions(
         ready_to_schedulable_p50_s=None if p50 is None else round(p50, 1),
         ready_to_schedulable_p95_s=None if p95 is None else round(p95, 1),
         running=running,
+        by_arrival_group=by_group,
     )
 
 
@@ -92,4 +126,11 @@ def admission_text(summary: AdmissionSummary, duration: Callable[[float | None],
         f"p50 {duration(summary.ready_to_schedulable_p50_s)} / "
         f"p95 {duration(summary.ready_to_schedulable_p95_s)} simulated"
     )
+    rates = [
+        f"{g.node_pool}/{g.instance_type}/{g.zone} {g.dead_on_arrival}/{g.arrivals}"
+        for g in summary.by_arrival_group
+        if g.dead_on_arrival
+    ]
+    if rates:
+        text += "; dead on arrival of first boots: " + ", ".join(rates)
     return text + (f" ({summary.running} still running)" if summary.running else "")

@@ -21,7 +21,7 @@ from gpu_remediation.workflow_models import Decision, OperatorRequest
 
 BootId = str
 AdmissionTrigger = Literal["new_node", "replacement", "reboot", "repaired", "operator"]
-CheckName = Literal["ready", "dcgm_diag", "efa"]
+CheckName = Literal["ready", "dcgm_diag", "efa", "nccl"]
 
 
 class AdmissionOutcome(StrEnum):
@@ -185,6 +185,28 @@ class CheckEfaResult(Model):
     reported: bool = Field(description="The agent has written the condition at all.")
     summary: str = Field(default="", max_length=2048)
     evidence: list[Evidence] = Field(default_factory=list, max_length=256)
+
+
+class RunNcclCheckInput(AdmissionNodeInput):
+    """Run NCCL's all-reduce over the node's GPUs in a Job pinned to the node."""
+
+    image: str = Field(min_length=1, max_length=512)
+    max_bytes: str = Field(default="8G", pattern=r"^[1-9][0-9]{0,12}[KMG]?$")
+    min_bus_bandwidth_gbps: float = Field(gt=0)
+    timeout_s: int = Field(ge=60, le=86_400, description="The Job's activeDeadlineSeconds.")
+
+
+class NcclCheckResult(Model):
+    """The all-reduce check: passed, or what was wrong as evidence."""
+
+    passed: bool
+    summary: str = Field(default="", max_length=2048)
+    evidence: list[Evidence] = Field(default_factory=list, max_length=256)
+    gpus: int = 0
+    bus_bandwidth_gbps: float | None = Field(
+        default=None, description="Out-of-place bus bandwidth at the largest size."
+    )
+    job: str = ""
 
 
 class HandToIncidentInput(Model):

@@ -116,7 +116,9 @@ _XID_ROWS: tuple[tuple[int, FaultClass, str], ...] = (
     (79, FC.GPU_FALLEN_OFF_BUS, "GPU has fallen off the bus"),
     (92, FC.INFORMATIONAL, "high single-bit ECC rate"),
     (94, FC.APPLICATION, "contained memory error"),
-    (95, FC.GPU_RESET_REQUIRED, "uncontained memory error"),
+    # NVIDIA: RESET_GPU, like 48, but the error escaped containment: the job's
+    # results cannot be trusted, so it is not asked to checkpoint (urgency).
+    (95, FC.UNCONTAINED_ERROR, "uncontained memory error"),
     (109, FC.GPU_RESET_REQUIRED, "context-switch timeout"),
     (110, FC.GPU_RESET_REQUIRED, "security fault"),
     (119, FC.GPU_RESET_REQUIRED, "GSP RPC timeout"),
@@ -238,7 +240,7 @@ DCGM_ERRORS: dict[int, tuple[FaultClass, str]] = {
     70: (FC.NVLINK_ERROR, "NVLink CRC error threshold"),
     71: (FC.NVLINK_ERROR, "critical NVLink error"),
     80: (FC.ROW_REMAP_FAILURE, "row remap failure"),
-    81: (FC.GPU_RESET_REQUIRED, "uncontained error"),
+    81: (FC.UNCONTAINED_ERROR, "uncontained error"),
     # Rows remapped after an uncorrectable error: pending until a reset (DCGM RESET).
     84: (FC.ROW_REMAP_PENDING, "uncorrectable row remap"),
     85: (FC.ROW_REMAP_PENDING, "pending row remap"),

@@ -139,6 +139,7 @@ class Activities:
     WITHDRAW_CHECKPOINT = "withdraw_checkpoint"
     HOLD_FOR_ADMISSION = "hold_for_admission"
     CHECK_EFA = "check_efa"
+    RUN_NCCL_CHECK = "run_nccl_check"
     ADMIT_NODE = "admit_node"
     HAND_TO_INCIDENT = "hand_to_incident"
     START_ADMISSION = "start_admission"

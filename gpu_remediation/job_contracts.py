@@ -12,7 +12,7 @@ from datetime import datetime
 from pydantic import Field
 
 from gpu_remediation.contracts import NodeInput
-from gpu_remediation.jobs import RELAYED_MAX_CHARS, JobRef
+from gpu_remediation.jobs import JOB_MAX_CHARS, RELAYED_MAX_CHARS, JobRef
 from gpu_remediation.models import Model, Urgency
 
 _LABEL_KEYS = Field(min_length=1, max_length=20)
@@ -71,6 +71,12 @@ class CheckpointAnswerReport(Model):
     request_incident: str = Field(min_length=1, max_length=512)
     raw: str = Field(max_length=RELAYED_MAX_CHARS)
     truncated: bool = False
+    job: str | None = Field(
+        default=None,
+        max_length=JOB_MAX_CHARS,
+        description="namespace/name of the job, from the request on the pod; None from "
+        "relays (or requests) older than per-job answers.",
+    )
 
 
 class WatchedPodEnded(Model):

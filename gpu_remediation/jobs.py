@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpu_remediation.ids import node_workflow_id, node_workflow_id_prefix
 from gpu_remediation.models import Model, Urgency
@@ -88,6 +88,10 @@ def describe_jobs(jobs: list[JobRef]) -> str:
     )
 
 
+JOB_MAX_CHARS = 127
+"""``namespace/name``: a namespace (63) and a label value (63)."""
+
+
 class CheckpointRequest(Model):
     """What the worker writes on a job's pods."""
 
@@ -97,6 +101,12 @@ class CheckpointRequest(Model):
     deadline: datetime
     urgency: Urgency
     reason: str = Field(default="", max_length=256)
+    job: str | None = Field(
+        default=None,
+        max_length=JOB_MAX_CHARS,
+        description="The asked job, namespace/name: the incident waits for each job's answer. "
+        "Absent in requests written before it existed.",
+    )
 
     def annotation(self) -> str:
         """The annotation's value (compact JSON, UTC times with a Z)."""
@@ -109,11 +119,19 @@ class CheckpointAnswer(BaseModel):
     # Jobs may add fields of their own; only these are read.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    version: int = Field(default=CONTRACT_VERSION, ge=1)
+    version: int = Field(strict=True)
     incident: str = Field(min_length=1, max_length=512)
     step: int | None = Field(default=None, ge=0)
     saved_at: datetime | None = None
     refused: str | None = Field(default=None, max_length=256)
+
+    @field_validator("version")
+    @classmethod
+    def _this_version(cls, version: int) -> int:
+        # A later contract may change what the fields mean: do not guess.
+        if version != CONTRACT_VERSION:
+            raise ValueError(f"version {version} is not supported (expected {CONTRACT_VERSION})")
+        return version
 
 
 class AnswerVerdict(Model):
@@ -144,4 +162,8 @@ def judge_answer(raw: str, truncated: bool, expected_incident: str) -> AnswerVer
         return AnswerVerdict(problem=f"answer for another incident ({answer.incident[:128]})")
     if answer.refused is None and answer.step is None and answer.saved_at is None:
         return AnswerVerdict(problem="answer names no checkpoint (step or saved_at) nor a refusal")
+    if answer.refused is not None and (answer.step is not None or answer.saved_at is not None):
+        return AnswerVerdict(
+            problem="a refusal names a checkpoint (step and saved_at must be null)"
+        )
     return AnswerVerdict(answer=answer)

@@ -85,6 +85,7 @@ class FaultClass(StrEnum):
     HARDWARE_FAILURE = "hardware_failure"
     EFA_FAILURE = "efa_failure"
     CONFIGURATION = "configuration"
+    UNCONTAINED_ERROR = "uncontained_error"
     UNKNOWN = "unknown"
 
 

@@ -82,6 +82,10 @@ ADDED_FAULT_CLASSES: dict[FaultClass, FaultClassPolicy] = {
     FaultClass.CONFIGURATION: FaultClassPolicy(
         start_rung=Rung.ESCALATE, max_rung=Rung.ESCALATE, urgency=Urgency.WHEN_IDLE
     ),
+    # Issue 16: uncontained memory errors (Xid 95, DCGM 81); as in default_policy.yaml.
+    FaultClass.UNCONTAINED_ERROR: FaultClassPolicy(
+        start_rung=Rung.GPU_RESET, max_rung=Rung.ESCALATE, urgency=Urgency.IMMEDIATE
+    ),
 }
 """Classes added after policies were first recorded, with the default a policy without them gets."""
 
@@ -199,6 +203,12 @@ class JobsPolicy(PolicyModel):
         gt=timedelta(0),
         description="when_idle: how long the node may wait for its job to end or checkpoint.",
     )
+    recheck_interval: Duration = Field(
+        default=timedelta(minutes=10),
+        gt=timedelta(0),
+        description="During a wait, look at the node's jobs this often even when the watcher "
+        "reports nothing (a pod deleted while it was down sends no event).",
+    )
 
     @model_validator(mode="after")
     def _keys(self) -> JobsPolicy:
@@ -298,6 +308,53 @@ class TriggerPolicy(PolicyModel):
 # Node admission (issue 20, ADR 011): burn-in before a node takes work.
 
 
+class NcclCheckPolicy(PolicyModel):
+    """The optional burn-in check: NCCL's all-reduce over the node's GPUs, as a Job on the node.
+
+    ``all_reduce_perf`` (NVIDIA nccl-tests) runs in one pod pinned to the node
+    (``nodeName``, tolerating the startup taint) with every allocatable GPU; it
+    passes when no result is wrong and the bus bandwidth at the largest size is
+    at least ``min_bus_bandwidth_gbps`` (a pool's own floor in
+    ``per_pool_min_bus_bandwidth_gbps``). Needs the Job RBAC
+    (deploy/job-executor/rbac.yaml) and an image with nccl-tests.
+    """
+
+    enabled: bool = Field(default=False, description="Run the all-reduce Job in burn-in.")
+    image: str = Field(
+        default="",
+        max_length=512,
+        description="An image with nccl-tests' all_reduce_perf on its PATH (required when on).",
+    )
+    max_bytes: str = Field(
+        default="8G",
+        pattern=r"^[1-9][0-9]{0,12}[KMG]?$",
+        description="all_reduce_perf -e: the largest message size (its bandwidth is judged).",
+    )
+    min_bus_bandwidth_gbps: float = Field(
+        default=300.0,
+        gt=0,
+        description="Bus bandwidth (GB/s) at the largest size below which the check fails.",
+    )
+    per_pool_min_bus_bandwidth_gbps: dict[str, float] = Field(
+        default_factory=dict, description="Pool name to its own bandwidth floor (GB/s)."
+    )
+
+    @model_validator(mode="after")
+    def _usable(self) -> NcclCheckPolicy:
+        if self.enabled and not self.image:
+            raise ValueError("nccl.image is required when nccl.enabled is true")
+        for pool, floor in self.per_pool_min_bus_bandwidth_gbps.items():
+            if floor <= 0:
+                raise ValueError(f"per_pool_min_bus_bandwidth_gbps[{pool}] must be > 0")
+        return self
+
+    def floor_for(self, pool: str | None) -> float:
+        """Return the bus bandwidth floor (GB/s) of ``pool``."""
+        if pool is not None and pool in self.per_pool_min_bus_bandwidth_gbps:
+            return self.per_pool_min_bus_bandwidth_gbps[pool]
+        return self.min_bus_bandwidth_gbps
+
+
 class AdmissionPolicy(PolicyModel):
     """The burn-in a node passes before its startup taint is removed (the admission gate).
 
@@ -336,6 +393,7 @@ class AdmissionPolicy(PolicyModel):
         description="While a check runs, the node is re-read this often (gone, rebooted).",
     )
     retry: RetrySpec = RetrySpec(max_attempts=3)
+    nccl: NcclCheckPolicy = NcclCheckPolicy()  # absent in histories recorded before it
     first_boot_replaces: bool = Field(
         default=True,
         description="A node failing burn-in on its first boot (dead on arrival) is replaced.",

@@ -7,7 +7,8 @@ and sends those signals:
 
 - a pod that carries a request and a new ``checkpoint-answer`` value: the
   value (bounded, unparsed: the incident judges it) goes to the incident named
-  in the request;
+  in the request, with the job the request names (the incident waits for each
+  job it asked);
 - a pod that carries an incident's id and ends (deleted, Succeeded, Failed):
   the incident is told, so it can look whether any GPU work is left.
 
@@ -194,10 +195,11 @@ class CheckpointRelay:
             return
         self._answers[uid] = answer
         try:
-            incident = CheckpointRequest.model_validate_json(request).incident
+            asked = CheckpointRequest.model_validate_json(request)
         except ValidationError:
             log.warning("%s: its checkpoint request is not ours (unreadable); not relayed", pod)
             return
+        incident = asked.incident
         target = parse_incident_id(incident, self._cluster)
         if target is None:
             log.warning("%s: request names no incident of cluster %s", pod, self._cluster)
@@ -207,6 +209,7 @@ class CheckpointRelay:
             request_incident=incident,
             raw=answer[:RELAYED_MAX_CHARS],
             truncated=len(answer) > RELAYED_MAX_CHARS,
+            job=asked.job,
         )
         log.info("%s answered %s", pod, incident)
         self._outbox.append(Outgoing(*target, Signals.CHECKPOINT_ANSWER, report))

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from demo.run import DemoError, DemoOptions, fleet_config
 from gpu_remediation.policy import Duration, Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy
-from policies import BASELINES, load_baseline
+from policies import BASELINES, BUILT_IN, load_baseline
 from simulator.fleet import FaultMix, FleetConfig, Scenario, ScenarioError, parse_pools
 from simulator.fleet.operator_config import OperatorConfig
 
@@ -87,13 +87,13 @@ def resolve_policies(text: str) -> list[PolicyChoice]:
         raise CompareError("--policies: give at least one baseline name or policy file")
     chosen: list[PolicyChoice] = []
     for item in items:
-        if item in BASELINES:
+        if item in BUILT_IN:
             chosen.append(PolicyChoice(item, f"policies/{item}.yaml", load_baseline(item)))
             continue
         path = Path(item)
         if not path.is_file():
             raise CompareError(
-                f"--policies: {item!r} is neither a baseline ({', '.join(BASELINES)}) "
+                f"--policies: {item!r} is neither a built-in policy ({', '.join(BUILT_IN)}) "
                 "nor a policy file"
             )
         try:

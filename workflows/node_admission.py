@@ -4,13 +4,14 @@ One run per node and boot (``ids.admission_workflow_id``), started by the
 watcher when a node carrying the startup taint appears, or by an incident
 after a reboot or a replacement. It keeps the node behind the startup taint
 (``ids.STARTUP_TAINT_KEY``, NoSchedule), runs the policy's burn-in checks
-(DCGM diag at the pool's level, the node agent's EFA verdict) and removes the
-taint when they pass. A failed check is handed to the node's incident as
-evidence; on the node's first boot (dead on arrival) with a replacement
-runbook, so the node is replaced unless the pool's breaker is open. A reboot
-during burn-in ends this run and starts the new boot's; a deleted node ends
-it. ``skip_burn_in`` (``remediate admit NODE --skip-burn-in``) admits at once,
-recorded in the decision log (ADR 011).
+(DCGM diag at the pool's level, the node agent's EFA verdict, optionally an
+NCCL all-reduce Job on the node) and removes the taint when they pass. A
+failed check is handed to the node's incident as evidence; on the node's
+first boot (dead on arrival) with a replacement runbook, so the node is
+replaced unless the pool's breaker is open. A reboot during burn-in ends this
+run and starts the new boot's; a deleted node ends it. ``skip_burn_in``
+(``remediate admit NODE --skip-burn-in``) admits at once, recorded in the
+decision log (ADR 011).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from gpu_remediation import admission_models as a
     from gpu_remediation import contracts as c
+    from gpu_remediation.admission_nccl import Verdict, nccl_evidence
     from gpu_remediation.ids import ADMISSION_WORKFLOW_TYPE, Activities, Queries, Updates
     from gpu_remediation.models import ConditionEvidence, DcgmEvidence, Evidence, ManualEvidence
     from gpu_remediation.search_attributes import SA_CLUSTER, SA_NODE, SA_NODE_POOL
@@ -98,9 +100,9 @@ class NodeAdmissionWorkflow:
             self._decide("gate", "off by policy", "untainted without burn-in")
             return await self._admit(a.AdmissionOutcome.ADMITTED_UNCHECKED)
         if not await self._wait_ready(hold):
-            return await self._fail(
-                self._check("ready", False, "node never turned Ready", self._not_ready())
-            )
+            never = self._check("ready", False, "node never turned Ready", self._not_ready())
+            self._state.checks.append(never)  # state only: no command changes
+            return await self._fail(never)
         for name in self._check_names():
             if self._skip is not None:
                 break
@@ -155,7 +157,9 @@ class NodeAdmissionWorkflow:
         return True
 
     def _check_names(self) -> list[a.CheckName]:
-        return ["dcgm_diag", "efa"] if self._gate.efa else ["dcgm_diag"]
+        names: list[a.CheckName] = ["dcgm_diag", "efa"] if self._gate.efa else ["dcgm_diag"]
+        # Last: the all-reduce is the slowest and needs the GPUs the diag found sound.
+        return [*names, "nccl"] if self._gate.nccl.enabled else names
 
     async def _run_check(self, name: a.CheckName) -> a.BurnInCheck | None:
         self._set(stage=f"burn-in: {name}")
@@ -173,6 +177,19 @@ class NodeAdmissionWorkflow:
             )
             return await self._activity_check(
                 name, Activities.RUN_DIAGNOSTIC, arg, c.DiagnosticResult, f"DCGM diag level {level}"
+            )
+        if name == "nccl":
+            nccl = self._gate.nccl
+            floor = nccl.floor_for(self._state.node_pool)
+            arg = a.RunNcclCheckInput(
+                **self._node_input(),
+                image=nccl.image,
+                max_bytes=nccl.max_bytes,
+                min_bus_bandwidth_gbps=floor,
+                timeout_s=min(86_400, max(60, int(self._gate.check_timeout.total_seconds()))),
+            )
+            return await self._activity_check(
+                name, Activities.RUN_NCCL_CHECK, arg, a.NcclCheckResult, "NCCL all-reduce Job"
             )
         settle_until = self._state.started_at + self._gate.settle
         deadline = workflow.now() + self._gate.check_timeout
@@ -398,12 +415,18 @@ class NodeAdmissionWorkflow:
         now, message = workflow.now(), f"burn-in {name}: {why}"[:4096]
         if name == "dcgm_diag":
             return [DcgmEvidence(observed_at=now, source=SOURCE, check="diag", message=message)]
+        if name == "nccl":
+            return [nccl_evidence(Verdict(False, why[:2048], "AllReduceFailed"), now)]
+        # "True": a problem the incident acts on (quarantine, diagnose). "Unknown"
+        # would read as no problem, and a later boot's incident would close
+        # while the node stayed behind the taint. The agent's own condition,
+        # once it reports healthy, clears it (same key).
         return [
             ConditionEvidence(
                 observed_at=now,
                 source=SOURCE,
                 type="EfaHealthProblem",
-                status="Unknown",
+                status="True",
                 reason="BurnInCheckFailed",
                 message=message,
             )

@@ -7,7 +7,9 @@ Before the incident releases a node it holds the node behind the startup
 taint when the boot changed (a reboot) or the node was never admitted, and
 starts that boot's admission; the release then lifts only the quarantine. A
 replacement node gets its admission started too (the watcher starts the same
-one when it sees the tainted node: the start is idempotent). Behind
+one when it sees the tainted node: the start is idempotent), but only if it
+registered behind the startup taint: without it in the NodePool the node has
+taken work already and is left alone (``UNTAINTED_REPLACEMENT_PATCH``). Behind
 ``workflow.patched(ADMISSION_HANDOFF_PATCH)`` and the policy's
 ``admission.enabled`` / ``after_incidents``.
 """
@@ -27,6 +29,7 @@ from workflows.node_incident import failure_cause
 from workflows.node_view import IncidentView
 
 ADMISSION_HANDOFF_PATCH = "admission-handoff"
+UNTAINTED_REPLACEMENT_PATCH = "admission-untainted-replacement"
 
 
 class AdmissionHandoff(IncidentView):
@@ -68,6 +71,16 @@ class AdmissionHandoff(IncidentView):
             )
             if not hold.exists or not hold.boot_id or hold.admitted_boot == hold.boot_id:
                 return  # gone, or this boot already passed
+            if replacement and not hold.tainted and workflow.patched(UNTAINTED_REPLACEMENT_PATCH):
+                # Its NodePool has no startup taint: the node took work when it
+                # turned Ready (the pods that made Karpenter launch it). Tainting
+                # it now and burning in GPUs a job holds would fail the job's node.
+                self._record.decide(
+                    "admission",
+                    f"{node} not gated",
+                    "registered without the startup taint (add it to the NodePool)",
+                )
+                return
             rebooted = rebooted_from is not None and hold.boot_id != rebooted_from
             if not (replacement or rebooted or hold.tainted):
                 return  # same boot, admitted before the gate existed: nothing to gate

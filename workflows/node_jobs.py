@@ -3,12 +3,15 @@
 The node's GPU pods are grouped by job (JobSet, batch/v1 Job, Kubeflow, or the
 policy's own label keys). By the fault class's urgency the incident then goes
 on at once (``immediate``), asks the jobs that opted in to checkpoint and waits
-for the answer up to ``jobs.checkpoint_timeout`` (``checkpoint_first``), or keeps
-the quarantined node running its job until the job ends or checkpoints, up to
-``jobs.max_defer`` (``when_idle``). The wait is a durable timer plus the signals
-the watcher's relay sends (an answer, a watched pod ended), so a worker or
-watcher restart loses neither the request nor the wait. Operators cut it with
-``approve stop_gpu_work`` or ``skip_to``; ``abort`` withdraws the request.
+for each asked job's answer up to ``jobs.checkpoint_timeout``
+(``checkpoint_first``), or keeps the quarantined node running its job until the
+job ends or checkpoints, up to ``jobs.max_defer`` (``when_idle``). The wait is a
+durable timer plus the signals the watcher's relay sends (an answer, a watched
+pod ended), and a coarse timer (``jobs.recheck_interval``) that looks at the
+node's jobs itself, since the relay forgets watched pods when it restarts; a
+worker or watcher restart loses neither the request nor the wait. Operators cut
+it with ``approve stop_gpu_work`` or ``skip_to``; ``abort`` withdraws the
+request; a pause holds the drain after the wait until ``resume``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ from workflows.node_incident import failure_cause
 
 JOB_STAGE_PATCH = "job-coordination"
 """Incidents started before the job stage existed replay without it."""
+PAUSE_AFTER_WAIT_PATCH = "pause-after-job-wait"
+"""Incidents paused during their job wait before this fix drained at its end."""
+EVERY_JOB_PATCH = "checkpoint-every-job"
+"""Waits begun before it ended at the first answer, whichever job gave it."""
+RECHECK_PATCH = "job-wait-recheck"
+"""Waits begun before it looked at the node's jobs only when the relay said a pod ended."""
 MAX_IGNORED_ANSWER_LOGS = 10
 """Ignored answers beyond this are counted, not logged (a looping job must not
 fill the decision log)."""
@@ -37,13 +46,40 @@ fill the decision log)."""
 class JobCoordination(Compensation):
     """Finds the node's jobs and waits for them as the fault's urgency allows."""
 
+    # State of the current wait, set when it begins. Immutable values, replaced
+    # rather than changed, so these class-level defaults are never shared.
+    _every_job = False
+    """Whether the wait ends only when each asked job answered (EVERY_JOB_PATCH)."""
+    _recheck = False
+    """Whether the wait also looks at the node's jobs on a timer (RECHECK_PATCH)."""
+    _asked_jobs: tuple[str, ...] = ()
+    """``namespace/name`` of each job asked to checkpoint."""
+    _job_answers: tuple[tuple[str, str], ...] = ()
+    """(job, what it answered), in the order the answers came."""
+    _unnamed_answer = False
+    """An answer that names no job (an older relay) came: it ends the wait, as it used to."""
+
     @workflow.signal(
         name=Signals.CHECKPOINT_ANSWER, description="Relayed: a job answered a checkpoint request."
     )
     def checkpoint_answer(self, report: CheckpointAnswerReport) -> None:
-        """Accept the first valid answer for this incident's request; log the others."""
-        if self._request_incident is None or self._answer is not None:
+        """Accept each asked job's first valid answer; log the ones ignored.
+
+        An answer naming no job (from a relay older than per-job answers) is
+        taken for the whole node, as before: the first one ends the wait.
+        """
+        job = report.job if self._every_job else None
+        if job is not None and job in dict(self._job_answers):
+            # More pods of the job, or its next save: not an error, and a job
+            # that answers at every step must not fill the decision log.
+            info = workflow.info()
+            if report.request_incident == incident_id(info.workflow_id, info.run_id):
+                return
+        if self._request_incident is None or self._answers_end_wait():
             self._ignore_answer(report.pod, "no checkpoint request is pending")
+            return
+        if job is not None and job not in self._asked_jobs:
+            self._ignore_answer(report.pod, f"{job} was not asked to checkpoint")
             return
         verdict = judge_answer(report.raw, report.truncated, self._request_incident)
         if verdict.answer is None:
@@ -52,15 +88,36 @@ class JobCoordination(Compensation):
         self._answer = verdict.answer
         answer = verdict.answer
         if answer.refused is not None:
-            self._checkpoint = f"refused by {report.pod}"
+            what = f"refused by {report.pod}"
             self._record.decide("jobs", "checkpoint refused", f"{report.pod}: {answer.refused}")
         else:
-            self._checkpoint = f"saved at step {answer.step}"
+            what = f"saved at step {answer.step}"
             saved = answer.saved_at.isoformat() if answer.saved_at else "time not given"
             self._record.decide(
                 "jobs", "checkpoint answered", f"{report.pod}: step {answer.step}, saved {saved}"
             )
+        if job is None:
+            self._unnamed_answer = True
+            self._checkpoint = what
+        else:
+            self._job_answers = (*self._job_answers, (job, what))
+            self._checkpoint = self._answers_summary("asked")
         self._update_details()
+
+    def _answers_end_wait(self) -> bool:
+        """Whether the answers so far end the wait: every asked job's, or the first one."""
+        if not self._every_job:
+            return self._answer is not None
+        answered = dict(self._job_answers)
+        every = bool(self._asked_jobs) and all(job in answered for job in self._asked_jobs)
+        return self._unnamed_answer or every
+
+    def _answers_summary(self, pending: str) -> str:
+        """What each asked job answered (``pending`` for the others), for the operator."""
+        answered = dict(self._job_answers)
+        if len(self._asked_jobs) == 1:
+            return answered.get(self._asked_jobs[0], pending)
+        return "; ".join(f"{job}: {answered.get(job, pending)}" for job in self._asked_jobs)
 
     @workflow.signal(
         name=Signals.WATCHED_POD_ENDED,
@@ -95,14 +152,33 @@ class JobCoordination(Compensation):
             return True
         return await self._wait_for_jobs(urgency, asked, timeout, why)
 
-    async def _find_jobs(self) -> NodeJobs | None:
+    async def _hold_while_paused(self) -> bool:
+        """Keep a paused incident from draining (a pause does not end the job wait itself).
+
+        The ladder looks at the pause before each step, but the job wait may
+        last a day: a pause that came during it holds the drain here.
+
+        Returns:
+            False when an operator's skip or abort came while it was held.
+        """
+        if not self._paused or not workflow.patched(PAUSE_AFTER_WAIT_PATCH):
+            return True
+        self._record.decide("jobs", "drain held", "paused by an operator")
+        await self._wait_while_paused()
+        return self._abort is None and self._skip_to is None
+
+    async def _find_jobs(self, *, quiet_if_same: bool = False) -> NodeJobs | None:
+        """Look at the node's jobs; with ``quiet_if_same``, log only what changed."""
         try:
             found = await self._actions.find_jobs()
         except ActivityError as err:
             # Not knowing the jobs must not keep a broken node in service.
             self._record.decide("jobs", "could not list the jobs", failure_cause(err))
             return None
+        same = list(found.jobs) == self._jobs
         self._jobs = list(found.jobs)
+        if quiet_if_same and same:
+            return found
         extra = f"; {found.unowned_pods} GPU pod(s) of no job" if found.unowned_pods else ""
         self._record.decide("jobs", f"on the node: {describe_jobs(self._jobs)}", extra.lstrip("; "))
         self._update_details()
@@ -123,6 +199,11 @@ class JobCoordination(Compensation):
         """Ask, then wait for an answer, the jobs' end, the deadline or an operator."""
         info = workflow.info()
         self._request_incident = incident_id(info.workflow_id, info.run_id)
+        # Decided once per wait: a wait begun under the older code replays under it.
+        self._every_job = workflow.patched(EVERY_JOB_PATCH)
+        self._recheck = workflow.patched(RECHECK_PATCH)
+        self._asked_jobs = tuple(job.display for job in asked)
+        self._job_answers, self._unnamed_answer = (), False
         deadline = workflow.now() + wait
         try:
             result = await self._actions.request_checkpoint(
@@ -159,37 +240,59 @@ class JobCoordination(Compensation):
         while True:
             remaining = deadline - workflow.now()
             if remaining <= timedelta(0):
-                self._checkpoint = self._checkpoint if self._answer else "deadline passed"
+                if self._every_job and self._job_answers:
+                    self._checkpoint = self._answers_summary("deadline passed")
+                elif self._answer is None:
+                    self._checkpoint = "deadline passed"
                 return "deadline passed"
+            timeout = remaining
+            if self._recheck:
+                # The relay forgets watched pods when it restarts (a pod deleted
+                # meanwhile sends no event): a coarse timer looks for itself.
+                timeout = min(remaining, self._policy.jobs.recheck_interval)
             seen = self._pods_ended
             self._waiting_for = f"{what} (until {deadline.isoformat(timespec='seconds')})"
             self._update_details()
+            rechecking = False
             try:
                 await workflow.wait_condition(
                     lambda s=seen: (  # type: ignore[misc]
-                        self._answer is not None
+                        self._answers_end_wait()
                         or self._pods_ended != s
                         or self._approved
                         or self._skip_to is not None
                         or self._abort is not None
                     ),
-                    timeout=remaining,
+                    timeout=timeout,
                     timeout_summary=f"wait for {what}",
                 )
             except TimeoutError:
-                continue  # the loop sees the deadline passed
+                if not self._recheck or workflow.now() >= deadline:
+                    continue  # the loop sees the deadline passed
+                rechecking = True
             finally:
                 self._waiting_for = None
             if self._abort is not None:
                 return "aborted by an operator"
             if self._approved or self._skip_to is not None:
                 return "cut short by an operator"
-            if self._answer is not None:
+            if self._answers_end_wait():
                 return self._checkpoint or "answered"
-            found = await self._find_jobs()
-            if found is not None and found.gpu_pods == 0:
+            found = await self._find_jobs(quiet_if_same=rechecking)
+            if found is None:
+                continue
+            if found.gpu_pods == 0:
                 self._checkpoint = "the jobs ended"
                 return "no GPU work left on the node"
+            if self._every_job and self._job_answers and not self._still_asked(found):
+                self._checkpoint = self._answers_summary("left the node")
+                return "every asked job still on the node answered"
+
+    def _still_asked(self, found: NodeJobs) -> list[str]:
+        """Asked jobs that run on the node and have not answered."""
+        here = {job.display for job in found.jobs}
+        answered = dict(self._job_answers)
+        return [job for job in self._asked_jobs if job in here and job not in answered]
 
     async def _withdraw_request(self) -> None:
         """Remove the request from the jobs' pods (on other nodes they keep running)."""

@@ -243,12 +243,15 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
         """Give the jobs their wait, then evict the GPU pods, once, before the first disruption.
 
         Returns:
-            False when an operator's skip or abort cut the job wait: nothing was
-            evicted and the ladder's next decision applies what they asked.
+            False when an operator's skip or abort cut the job wait (or came
+            while the incident was paused after it): nothing was evicted and the
+            ladder's next decision applies what they asked.
         """
         if self._drained:
             return True
         if workflow.patched(JOB_STAGE_PATCH) and not await self._coordinate_jobs():
+            return False
+        if not await self._hold_while_paused():
             return False
         self._drained = True
         rung = Rung.STOP_GPU_WORK

@@ -118,6 +118,21 @@ async def test_the_request_goes_on_every_pod_of_an_opted_in_job_and_the_mark_on_
     assert INCIDENT_ANNOTATION not in annotations(store, "llm-1")  # on another node
 
 
+async def test_each_job_s_request_names_that_job(
+    store: KubeStore, workloads: WorkloadActivities
+) -> None:
+    gang(store, "llm", ["gpu-1", "gpu-2"])
+    gang(store, "eval", ["gpu-1"])
+    found = await find(workloads)
+    result = await request(workloads, found.jobs)
+    assert result.requested_pods == 3
+    named = {
+        pod: json.loads(annotations(store, pod)[REQUEST_ANNOTATION])["job"]
+        for pod in ("llm-0", "llm-1", "eval-0")
+    }
+    assert named == {"llm-0": "ml/llm", "llm-1": "ml/llm", "eval-0": "ml/eval"}
+
+
 async def test_a_repeated_request_writes_nothing_new(
     store: KubeStore, workloads: WorkloadActivities
 ) -> None:

@@ -37,6 +37,7 @@ from simulator.kube_api import NODES, HostResult, JobKubelet, KubeApiServer, Kub
 from tests.activities.ssm_support import fixture
 from tests.deploy.rbac_support import Access, attributes, role
 from tests.deploy.support import DEPLOY, REPO, yaml_documents
+from tests.gpu_remediation.nccl_outputs import all_reduce_output
 from triggers.list_watch import ListWatch
 from triggers.watcher import NodeSource
 
@@ -211,6 +212,35 @@ async def test_the_job_executor_role_covers_its_jobs_pods_and_logs(
         node = {"node": "gpu-1", "incident_id": "i", "provider_id": PROVIDER}
         await ENV.run(host_activities.reset_gpus, c.ResetGpusInput(**node, gpu_indices=[2]))
         await ENV.run(host_activities.run_diagnostic, c.RunDiagnosticInput(**node, level=2))
+    made = requested(kube)
+    allowed = WORKER | JOB_EXECUTOR
+    assert made - allowed == set(), sorted(map(str, made - allowed))
+    assert JOB_EXECUTOR - made == set(), sorted(map(str, JOB_EXECUTOR - made))
+
+
+async def test_the_burn_in_nccl_job_needs_nothing_beyond_the_job_executor_role(
+    kube: KubeApiServer, store: KubeStore, api: Any
+) -> None:
+    store.put_node("gpu-1", boot_id="boot-1")
+
+    def host(_job: dict[str, Any], _command: Any) -> HostResult:
+        return HostResult(0, all_reduce_output(480.0))
+
+    job_settings = settings(job_namespace=JOB_NAMESPACE)
+    with JobKubelet(store, host):
+        admission = KubeAdmissionActivities(client.CoreV1Api(api), job_settings)
+        checked = await ENV.run(
+            admission.run_nccl_check,
+            a.RunNcclCheckInput(
+                node="gpu-1",
+                boot_id="boot-1",
+                admission_id="adm-1",
+                image="nccl-tests",
+                min_bus_bandwidth_gbps=300,
+                timeout_s=600,
+            ),
+        )
+    assert checked.passed
     made = requested(kube)
     allowed = WORKER | JOB_EXECUTOR
     assert made - allowed == set(), sorted(map(str, made - allowed))

@@ -149,3 +149,28 @@ async def test_a_node_the_incident_rebooted_is_burnt_in_for_its_new_boot_before_
     assert STARTUP_TAINT_KEY not in taints_of(stack, "h100-0002")
     assert incident.state is not None
     assert any(d.stage == "admission" for d in incident.state.decisions)
+
+
+async def test_a_replacement_from_a_nodepool_without_the_taint_is_left_ungated(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack(
+        [PoolSpec(name="h100", nodes=4)],
+        scenario=Scenario.model_validate(
+            {"events": [{"at": "10s", "fault": "row_remap_failure", "node": "h100-0001"}]}
+        ),
+        policy=GATE_ON,
+        admission=AdmissionSimConfig(startup_taint=False),
+    )
+    (incident,) = await settled_incidents(stack, 1, timeout=60)
+    assert incident.result == "replaced"
+    assert incident.state is not None
+    # The new node took work when it turned Ready: no late taint, no burn-in under a job.
+    assert any(
+        d.stage == "admission" and d.action == "h100-0004 not gated"
+        for d in incident.state.decisions
+    )
+    assert [
+        e async for e in stack.client.list_workflows(admissions_query(stack.options.cluster))
+    ] == []
+    assert STARTUP_TAINT_KEY not in taints_of(stack, "h100-0004")

@@ -20,3 +20,10 @@ def test_the_shipped_default_of_an_added_class_is_the_one_old_policies_get() -> 
     shipped = load_policy()
     for fault_class, default in ADDED_FAULT_CLASSES.items():
         assert shipped.fault_class(fault_class) == default
+
+
+def test_a_recorded_policy_without_the_uncontained_class_gets_its_default() -> None:
+    data = load_policy().model_dump(mode="json")
+    del data["fault_classes"]["uncontained_error"]
+    policy = Policy.model_validate(data)
+    assert policy.fault_class(FC.UNCONTAINED_ERROR) == ADDED_FAULT_CLASSES[FC.UNCONTAINED_ERROR]

@@ -30,7 +30,8 @@ REFERENCE_XIDS: dict[int, FC] = {
     79: FC.GPU_FALLEN_OFF_BUS,
     92: FC.INFORMATIONAL,
     94: FC.APPLICATION,
-    95: FC.GPU_RESET_REQUIRED,
+    # Issue 16: RESET_GPU like 48, but uncontained: its own class, urgency immediate.
+    95: FC.UNCONTAINED_ERROR,
     109: FC.GPU_RESET_REQUIRED,
     110: FC.GPU_RESET_REQUIRED,
     119: FC.GPU_RESET_REQUIRED,
@@ -104,7 +105,7 @@ def test_recovery_action_is_read_from_an_xid_154_line() -> None:
         (5, FC.INFORMATIONAL),
         (14, FC.NVLINK_ERROR),
         (80, FC.ROW_REMAP_FAILURE),
-        (81, FC.GPU_RESET_REQUIRED),
+        (81, FC.UNCONTAINED_ERROR),
         # Issue 18: rows remapped after an uncorrectable error wait for a reset (DCGM: RESET).
         (84, FC.ROW_REMAP_PENDING),
         (85, FC.ROW_REMAP_PENDING),

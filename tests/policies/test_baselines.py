@@ -10,7 +10,7 @@ from temporalio.testing import WorkflowEnvironment
 from gpu_remediation.ids import Activities as A
 from gpu_remediation.models import Outcome, Rung
 from gpu_remediation.policy_loader import load_policy
-from policies import BASELINES, baseline_text, load_baseline
+from policies import BASELINES, BUILT_IN, baseline_text, load_baseline
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet
 from tests.workflows.node_support import cluster, xid
@@ -28,18 +28,21 @@ TOUCHING = (
 
 def test_every_file_in_the_folder_is_a_named_baseline_and_loads() -> None:
     folder = Path(__file__).parents[2] / "policies"
-    assert sorted(p.stem for p in folder.glob("*.yaml")) == sorted(BASELINES)
-    for name in BASELINES:
+    assert sorted(p.stem for p in folder.glob("*.yaml")) == sorted(BUILT_IN)
+    for name in BUILT_IN:
         load_baseline(name)
         header = baseline_text(name).splitlines()[0]
         assert header.startswith(f'# Baseline "{name}"')
 
 
-def test_graded_is_the_shipped_default_plus_the_common_hand_over_rule() -> None:
+def test_graded_is_the_shipped_default_plus_the_hand_over_rule_and_the_admission_gate() -> None:
     graded = load_baseline("graded")
     default = load_policy()
     assert graded.escalation.close_on_recovery
-    assert graded.model_copy(update={"escalation": default.escalation}) == default
+    assert graded.admission.enabled
+    assert not default.admission.enabled
+    shipped = {"escalation": default.escalation, "admission": default.admission}
+    assert graded.model_copy(update=shipped) == default
 
 
 def test_only_graded_coordinates_with_jobs_the_others_ask_no_job_to_checkpoint() -> None:
@@ -143,3 +146,9 @@ async def test_without_close_on_recovery_a_cleared_signal_does_not_end_the_hand_
         await c.signal(handle, "gpu-n2", xid(79).model_copy(update={"cleared": True}))
         result = await handle.result()  # the escalation hold runs out (time skipping)
     assert result.outcome == Outcome.ESCALATED
+
+
+def test_a_comparison_runs_the_four_baselines_by_default_and_variants_only_when_named() -> None:
+    assert BASELINES == ("no-automation", "replace-always", "reboot-then-replace", "graded")
+    assert "graded-no-admission" in BUILT_IN
+    assert "graded-no-admission" not in BASELINES

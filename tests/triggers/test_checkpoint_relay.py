@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes import client as k8s
 from temporalio.testing import WorkflowEnvironment
 
+from gpu_remediation.ids import Activities as A
 from gpu_remediation.ids import Signals
 from gpu_remediation.jobs import (
     ANSWER_ANNOTATION,
@@ -49,13 +50,16 @@ async def relay(emu: Emulator, client: Any, cluster_name: str) -> AsyncIterator[
         await asyncio.wait_for(task, timeout=10)
 
 
-def asked_pod(emu: Emulator, name: str, incident: str, node: str = "gpu-r1") -> None:
+def asked_pod(
+    emu: Emulator, name: str, incident: str, node: str = "gpu-r1", job: str | None = None
+) -> None:
     """A job's pod as the worker leaves it: the request, and the incident's watch mark."""
     request = CheckpointRequest(
         incident=incident,
         node=node,
         deadline=datetime.now(UTC) + timedelta(minutes=10),
         urgency=Urgency.CHECKPOINT_FIRST,
+        job=job,
     )
     emu.store.put_pod(
         "ml",
@@ -89,6 +93,31 @@ async def test_a_job_s_answer_on_its_pod_reaches_the_waiting_incident(
     assert result.outcome == Outcome.REPAIRED
     assert state.checkpoint == "saved at step 4242"
     assert [out.signal for out in r.sent] == [Signals.CHECKPOINT_ANSWER]
+
+
+async def test_each_job_s_answer_is_relayed_with_its_job_and_the_node_waits_for_both(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(node_jobs=[on_node(job("llm"), job("eval"))])
+    with emulator() as emu:
+        async with cluster(dev_env, task_queue, fleet) as c, relay(emu, c.client, c.name) as r:
+            handle = await c.report("gpu-r1", xid(48))
+            await assert_eventually(lambda: c.state(handle), lambda s: s.checkpoint == "asked")
+            incident = requested_incident(fleet)
+            asked_pod(emu, "llm-0", incident, job="ml/llm")
+            asked_pod(emu, "eval-0", incident, job="ml/eval")
+            await write_answer(emu, "llm-0", answer_json(incident, step=11))
+            await assert_eventually(
+                lambda: c.state(handle),
+                lambda s: s.checkpoint == "ml/llm: saved at step 11; ml/eval: asked",
+            )
+            assert fleet.called(A.DRAIN_GPU_PODS) == 0
+            await write_answer(emu, "eval-0", answer_json(incident, step=22))
+            result = await handle.result()
+            state = await c.state(handle)
+    assert result.outcome == Outcome.REPAIRED
+    assert state.checkpoint == "ml/llm: saved at step 11; ml/eval: saved at step 22"
+    assert [out.payload.job for out in r.sent] == ["ml/llm", "ml/eval"]  # type: ignore[attr-defined]
 
 
 async def test_a_watched_pod_that_ends_wakes_a_when_idle_incident(

@@ -52,11 +52,21 @@ def answer_json(incident: str, step: int | None = 1200, **extra: Any) -> str:
 
 
 async def relay_answer(
-    handle: NodeHandle, incident: str, raw: str, *, truncated: bool = False
+    handle: NodeHandle,
+    incident: str,
+    raw: str,
+    *,
+    truncated: bool = False,
+    job: str | None = None,
+    pod: str = "ml/llm-0",
 ) -> None:
-    """Send what the watcher's relay sends when a pod's answer changes."""
+    """Send what the watcher's relay sends when a pod's answer changes.
+
+    ``job`` is what the request on the pod names (None: a relay or request
+    older than per-job answers).
+    """
     report = CheckpointAnswerReport(
-        pod="ml/llm-0", request_incident=incident, raw=raw, truncated=truncated
+        pod=pod, request_incident=incident, raw=raw, truncated=truncated, job=job
     )
     await handle.signal(Signals.CHECKPOINT_ANSWER, report)
 

@@ -116,6 +116,33 @@ async def checkpoint_answered(c: Cluster) -> NodeHandle:
     return handle
 
 
+async def checkpoint_every_job(c: Cluster) -> NodeHandle:
+    """Two jobs asked, a pause during the wait: the drain waits for both answers and resume."""
+    c.fleet.node_jobs = [on_node(job("llm"), job("eval", nodes=2))]
+    handle = await c.report("gpu-h9", xid(48, gpu=1))
+    await assert_eventually(lambda: c.state(handle), lambda s: s.checkpoint == "asked")
+    await handle.execute_update(
+        Updates.PAUSE, OperatorRequest(by="h"), result_type=NodeRemediationState
+    )
+    incident = requested_incident(c.fleet)
+    await relay_answer(handle, incident, answer_json(incident), job="ml/llm")
+    await relay_answer(handle, incident, answer_json(incident, step=7), job="ml/eval")
+    await assert_eventually(
+        lambda: c.state(handle), lambda s: s.waiting_for == "resume (paused by an operator)"
+    )
+    await handle.execute_update(
+        Updates.RESUME, OperatorRequest(by="h"), result_type=NodeRemediationState
+    )
+    return handle
+
+
+async def when_idle_job_ends_unseen(c: Cluster) -> NodeHandle:
+    """Row remap pending: the job ends with no word from the relay; a recheck sees it."""
+    still = on_node(job(supported=False))
+    c.fleet.node_jobs = [still, still, on_node()]
+    return await c.report("gpu-h10", xid(63))
+
+
 SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "reboot_repairs": reboot_repairs,
     "climbs_to_replacement": climbs_to_replacement,
@@ -125,6 +152,8 @@ SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "relapse_in_cooldown": relapse_in_cooldown,
     "dry_run": dry_run,
     "checkpoint_answered": checkpoint_answered,
+    "checkpoint_every_job": checkpoint_every_job,
+    "when_idle_job_ends_unseen": when_idle_job_ends_unseen,
 }
 
 

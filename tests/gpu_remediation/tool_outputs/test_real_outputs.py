@@ -12,6 +12,7 @@ import pytest
 from gpu_remediation.classifier import classify
 from gpu_remediation.contracts import DiagnosticResult
 from gpu_remediation.models import FaultClass as FC
+from gpu_remediation.models import Rung, Urgency
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import load_policy
 from gpu_remediation.tool_outputs.common import DiagnosticParseError
@@ -83,12 +84,16 @@ def test_health_detected_xid_119_goes_through_the_xid_table(policy: Policy) -> N
     assert "Xid 119, GSP RPC timeout" in classify([evidence], policy).reasons[0]
 
 
-def test_health_uncontained_error_is_dcgm_81_and_a_reset(policy: Policy) -> None:
+def test_health_uncontained_error_is_dcgm_81_and_starts_at_reset_without_waiting(
+    policy: Policy,
+) -> None:
     assert one_failure("dcgm_health_src_xid95_uncontained.txt", policy) == (
         81,
         1,
-        FC.GPU_RESET_REQUIRED,
+        FC.UNCONTAINED_ERROR,
     )
+    assert policy.fault_class(FC.UNCONTAINED_ERROR).start_rung == Rung.GPU_RESET
+    assert policy.fault_class(FC.UNCONTAINED_ERROR).urgency == Urgency.IMMEDIATE
 
 
 def test_health_volatile_dbe_is_dcgm_4_and_a_reset(policy: Policy) -> None:
