@@ -8,6 +8,7 @@ import signal
 import threading
 from types import FrameType
 
+from .job_controller import JobController
 from .seeding import KubeStore
 from .server import KubeApiServer
 
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     server = KubeApiServer(
         store, host=args.host, port=args.port, bookmark_interval=args.bookmark_interval
     ).start()
+    # Users' Jobs get pods, and evictions restart them by their podFailurePolicy.
+    controller = JobController(store).start()
     print(f"Kubernetes API emulator serving at {server.url}")
     print(
         "  Python: kubernetes.client.ApiClient("
@@ -60,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     done.wait()
+    controller.stop()
     server.stop()
     store.close()
     return 0

@@ -92,7 +92,14 @@ class JobSeeding(SeedingBase):
                 "metadata": {
                     "name": f"{job_name}-{suffix}",
                     "namespace": namespace,
-                    "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                    # The labels the job controller adds to every pod it creates.
+                    "labels": {
+                        **dict((template.get("metadata") or {}).get("labels") or {}),
+                        "batch.kubernetes.io/job-name": job_name,
+                        "job-name": job_name,
+                        "batch.kubernetes.io/controller-uid": job["metadata"]["uid"],
+                        "controller-uid": job["metadata"]["uid"],
+                    },
                     "ownerReferences": [owner_reference("Job", job_name, job["metadata"]["uid"])],
                 },
                 "spec": spec,
