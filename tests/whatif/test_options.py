@@ -26,7 +26,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 def test_an_unknown_policy_name_lists_the_baselines(tmp_path: Path) -> None:
     message = refused(tmp_path, policies="graded,karpenterish")
-    assert message.startswith("--policies: 'karpenterish' is neither a baseline")
+    assert message.startswith("--policies: 'karpenterish' is neither a built-in policy")
     assert "replace-always" in message
 
 
