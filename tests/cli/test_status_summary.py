@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from gpu_remediation.jobs import describe_jobs
 from gpu_remediation.search_attributes import SA_CLUSTER, SA_NODE
 from tests.cli.conftest import Cli, parsed
 from tests.conftest import assert_eventually
+from tests.workflows.job_support import job, on_node
 
 
 async def test_status_prints_the_summary_the_ui_shows(cli: Cli) -> None:
@@ -36,3 +38,24 @@ async def test_status_prints_the_summary_the_ui_shows(cli: Cli) -> None:
     lines = detail.stdout.splitlines()
     assert lines[0].startswith(summary)
     assert lines[1] == f"opened as: {shown['opened_as']}"
+
+
+async def test_status_and_the_ui_name_the_job_on_the_node_and_its_checkpoint(cli: Cli) -> None:
+    llm = job("llm", nodes=4)
+    cli.cluster.fleet.node_jobs = [on_node(llm)]
+    parsed(await cli.run("gpu-9", "reset", "--json"))
+    shown = await assert_eventually(
+        lambda: cli.status_json("gpu-9"),
+        lambda shown: (shown["state"]["waiting_for"] or "").startswith("a job checkpoint"),
+        message="gpu-9 waits for its job's checkpoint",
+    )
+    assert shown["state"]["checkpoint"] == "asked"
+    line = describe_jobs([llm])
+    assert "ml/llm" in line
+    detail = await cli.node_command("status", "gpu-9")
+    assert detail.exit_code == 0, detail.stderr
+    assert f"jobs {line}  checkpoint asked" in detail.stdout.splitlines()
+
+    handle = cli.env.client.get_workflow_handle(shown["workflow_id"])
+    metadata = await handle.query("__temporal_workflow_metadata")
+    assert f"jobs: {line} · checkpoint: **asked**" in metadata.current_details
