@@ -99,6 +99,26 @@ def demo(
             help="Real seconds to wait after --duration for open incidents to end.",
         ),
     ] = 120.0,
+    chaos: Annotated[
+        bool,
+        typer.Option(
+            "--chaos",
+            help="Kill and restart the system's own parts at times drawn from --seed, then "
+            "check its invariants (exit 3 if one breaks).",
+        ),
+    ] = False,
+    chaos_kinds: Annotated[
+        str,
+        typer.Option(
+            "--chaos-kinds",
+            help="With --chaos: 'all' or a comma-separated list of worker_kill, "
+            "watcher_restart, server_restart, kube_api_429, kube_api_500, kube_api_410, "
+            "ssm_throttle.",
+        ),
+    ] = "all",
+    chaos_faults: Annotated[
+        int, typer.Option("--chaos-faults", min=1, help="With --chaos: faults of each kind.")
+    ] = 2,
 ) -> None:
     """Run the remediation end to end on a simulated GPU fleet, then summarize.
 
@@ -106,8 +126,10 @@ def demo(
     node-condition watcher; injects faults; shows live progress; prints a
     summary (incidents by fault class and outcome, rungs used, MTTR,
     replacements against the cap, availability, the Temporal UI address).
-    Ctrl-C stops everything. Exits 2 on invalid input, 1 when a part fails,
-    130 when interrupted.
+    Ctrl-C stops everything. With --chaos, the worker, the watcher, the
+    Temporal server and the Kubernetes API fail during the run and the summary
+    says which invariants held. Exits 2 on invalid input, 1 when a part fails,
+    3 when a chaos invariant breaks, 130 when interrupted.
     """
     # Imported here: the simulator and the worker's dependencies load only for the demo.
     from demo.run import DemoError, DemoRun, options_from
@@ -131,6 +153,9 @@ def demo(
             ui_port=ui_port,
             workloads=workloads,
             settle_timeout=settle_timeout,
+            chaos=chaos,
+            chaos_kinds=chaos_kinds,
+            chaos_faults=chaos_faults,
         )
         run = DemoRun(options, out=Console(soft_wrap=True), err=err)
     except DemoError as error:

@@ -16,6 +16,11 @@ Order of things:
 4. the summary (``demo.summary``), then everything is stopped in reverse
    order, unless ``--keep-running`` leaves it up for the UI until Ctrl-C.
 
+With ``--chaos`` (``demo.chaos``), the worker, the watcher, the Temporal
+server and the Kubernetes API fail at seeded times during step 3, the run
+waits until the system has recovered, and the summary gains the invariant
+checker's verdict (exit code 3 when one breaks).
+
 Ctrl-C stops everything cleanly at any point: the watcher, the worker
 (SIGTERM, so running activities finish; a second Ctrl-C kills it), the fleet,
 then the server's process group.
@@ -36,10 +41,13 @@ from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich.console import Console
+from temporalio.service import RPCError
 
 from demo.admission_summary import admission_results, summarize_admissions
+from demo.chaos.driver import parse_kinds
+from demo.chaos.session import ChaosReport, ChaosSession
 from demo.incidents import Incident
 from demo.policy import scale_policy
 from demo.progress import ProgressView
@@ -66,6 +74,8 @@ DEFAULT_SCENARIO_DURATION = timedelta(minutes=18)
 SCENARIO_TAIL = timedelta(minutes=15)
 """After a scenario's last event, time for its incidents (a replacement takes ~6 simulated min)."""
 MIX_ONLY_DURATION = timedelta(hours=1)
+CHAOS_VIOLATED = 3
+"""Exit code of a ``--chaos`` run in which an invariant broke (the summary names it)."""
 
 
 class DemoError(Exception):
@@ -96,6 +106,15 @@ class DemoOptions(BaseModel):
     refresh_interval: float = Field(default=1.0, gt=0)
     cluster: str = "demo"
     live: bool = True
+    chaos: bool = False
+    chaos_kinds: str = "all"
+    chaos_faults: int = Field(default=2, ge=1, le=100)
+
+    @field_validator("chaos_kinds")
+    @classmethod
+    def _known_kinds(cls, value: str) -> str:
+        parse_kinds(value)  # a ValueError names the unknown kind
+        return value
 
 
 # ------------------------------------------------------------------ configuration
@@ -258,6 +277,8 @@ class DemoRun:
         """Called with everything still running once the summary exists (benchmarks)."""
         self.run_dir = Path(tempfile.mkdtemp(prefix="remediate-demo-"))
         self._log_handler: logging.Handler | None = None
+        self.chaos: ChaosSession | None = None
+        self.chaos_report: ChaosReport | None = None
 
     async def run(self) -> int:
         """Run the demo; returns the exit code (0, or 130 after Ctrl-C before the summary)."""
@@ -275,12 +296,19 @@ class DemoRun:
             async with dev_server(
                 label="remediate-demo", port=port, ui_port=ui_port, ui=True, directory=self.run_dir
             ) as server:
-                code = await self._with_server(server, started)
+                try:
+                    code = await self._with_server(server, started)
+                finally:
+                    if self.chaos is not None:
+                        self.chaos.close()  # a server it restarted is not dev_server's
         finally:
             self.signals.uninstall(loop)
             self._close_log()
         # Kept only when something failed (the logs say what).
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if code == CHAOS_VIOLATED:
+            self.ui.print(f"logs: {self.run_dir}", markup=False, highlight=False)
+        else:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
         return code
 
     def _log_to_file(self) -> None:
@@ -325,22 +353,40 @@ class DemoRun:
                 highlight=False,
                 soft_wrap=True,
             )
+        if self.options.chaos:
+            self.chaos = ChaosSession(
+                stack,
+                kinds=parse_kinds(self.options.chaos_kinds),
+                per_kind=self.options.chaos_faults,
+                seed=self.options.seed,
+                real_seconds=self.duration.total_seconds() / self.options.time_factor,
+            )
         await stack.start()
         try:
             if self.signals.interrupted.is_set():
                 return 130
+            if self.chaos is not None:
+                self.chaos.start(server)
             finished = await self._progress(stack)
             if not finished:
                 return 130
+            if self.chaos is not None:
+                await self.chaos.stop()
             self.summary = await self._summarize(stack, server, started)
+            if self.chaos is not None:
+                self.chaos_report = await self.chaos.report(list(stack.book.incidents.values()))
             self._print_summary(self.summary)
             if self.on_summary is not None:
                 await self.on_summary(stack, server)
             if self.options.keep_running:
                 self._print_keep_running(server)
                 await self.signals.interrupted.wait()  # Ctrl-C is how this mode ends
+            if self.chaos_report is not None and self.chaos_report.violations:
+                return CHAOS_VIOLATED
             return 0
         finally:
+            if self.chaos is not None:
+                await self.chaos.cancel()  # no restart may race the stack's stop
             self.ui.print(
                 "Stopping the watcher, the worker (running activities may finish; Ctrl-C again "
                 "to skip that), the fleet and the Temporal server ..."
@@ -368,13 +414,26 @@ class DemoRun:
         phase = "running"
         with view:
             while not self.signals.interrupted.is_set():
-                if not stack.worker.running:
+                chaos = self.chaos
+                if chaos is not None:
+                    chaos.raise_if_failed()  # a part the chaos killed did not come back
+                if not stack.worker.running and not (chaos is not None and chaos.busy):
                     raise DemoError(f"the worker process died: {stack.worker.log_tail(1000)}")
                 snapshot = stack.fleet.snapshot()
-                incidents = await stack.book.refresh_list()
-                await stack.book.refresh_states(_to_query(incidents, everything=view.live))
-                if snapshot.sim_seconds >= duration_s:
-                    if all(i.settled for i in incidents):
+                try:
+                    incidents = await stack.book.refresh_list()
+                    await stack.book.refresh_states(_to_query(incidents, everything=view.live))
+                except RPCError as err:
+                    if chaos is None:
+                        raise
+                    # The chaos restarts the server: the next refresh sees it again.
+                    log.info("progress refresh failed under chaos: %s", err)
+                    await _sleep_unless(self.signals.interrupted, options.refresh_interval)
+                    continue
+                # A chaos plan that fell behind (restarts take their time) is finished first.
+                if snapshot.sim_seconds >= duration_s and (chaos is None or chaos.done):
+                    unseen = chaos.waiting_for(incidents) if chaos is not None else []
+                    if all(i.settled for i in incidents) and not unseen:
                         view.update(snapshot, incidents, stack.fleet.fault_log(), phase="done")
                         return True
                     phase = "waiting for the last incidents"
@@ -425,9 +484,15 @@ class DemoRun:
     def _print_summary(self, summary: DemoSummary) -> None:
         self.ui.print()
         self.ui.print(render(summary))
+        report = self.chaos_report
+        if report is not None:
+            self.ui.print(report.render(), markup=False, highlight=False)
         if self.options.json_output:
+            data = summary.model_dump(mode="json")
+            if report is not None:
+                data["chaos"] = report.model_dump(mode="json")
             # One object on the last line of stdout, nothing else there.
-            self.out.file.write(json.dumps(summary.model_dump(mode="json")) + "\n")
+            self.out.file.write(json.dumps(data) + "\n")
             self.out.file.flush()
 
     def _incidents_url(self, server: DevServer) -> str:

@@ -135,6 +135,11 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
         """Wait out the fault class's grace period; False when the evidence cleared."""
         self._set_stage("grace")
         while True:
+            if self._record.cleared and self._classification is not None:
+                # Every signal cleared before the grace began (the recovery arrived
+                # while triage read the node): nothing is left to measure a grace
+                # from. Histories never took this path: it used to fail every task.
+                return self._closed_as_transient()
             remaining = self._grace_left()
             if remaining <= timedelta(0):
                 return True
@@ -154,10 +159,13 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
                 await self._cleanup(Outcome.ABORTED)
                 return False
             if self._record.cleared:
-                self._record.decide("grace", "closed as transient", "the evidence cleared")
-                self._outcome = Outcome.TRANSIENT
-                return False
+                return self._closed_as_transient()
             self._classify()
+
+    def _closed_as_transient(self) -> bool:
+        self._record.decide("grace", "closed as transient", "the evidence cleared")
+        self._outcome = Outcome.TRANSIENT
+        return False
 
     async def _ladder(self) -> None:
         """Quarantine, then climb until repaired, replaced, escalated or aborted."""

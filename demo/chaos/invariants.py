@@ -1,0 +1,354 @@
+"""The promises the system keeps while its own parts are killed, checked after a run.
+
+Each check is a pure function of :class:`~demo.chaos.facts.RunFacts` returning
+an :class:`InvariantResult`: its name, what it looked at, and one line per
+violation naming the node and the incident (workflow id and run id). The
+checks:
+
+- ``incidents_lost``: every trigger condition that stayed a problem past its
+  grace (plus ``detection_slack_s``) overlapped an incident (or a burn-in) of
+  its node, which may have started up to ``delivery_slack_s`` after it ended
+  (a problem still open is judged once it has been owed that long);
+- ``duplicate_incidents``: no node ever had two incidents open at once;
+- ``reboots_per_decision``: each reboot decision's boot id before and after
+  are one boot apart on the node, and every new boot is some decision's;
+- ``resets_done_twice``: no more ``nvidia-smi -r`` commands reached a node
+  than reset decisions were made for it;
+- ``replacements_done_twice``: no node was replaced by two decisions, and no
+  NodeClaim was deleted without one;
+- ``replacements_within_cap``: the fleet never had more replacements in flight
+  than the semaphore's capacity;
+- ``permits_leaked``: every permit held at the end is held by a running run;
+- ``nodes_left_quarantined``: no node ends cordoned or tainted by the project
+  without an open incident or burn-in (escalated incidents hand the node to a
+  human on purpose and are left out);
+- ``workflows_failed_or_stuck``: no run failed, timed out or was terminated,
+  no incident is still unsettled, no workflow task failed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from itertools import pairwise
+
+from pydantic import BaseModel, ConfigDict
+
+from demo.chaos.facts import ActivityRecord, BootChange, NodeRecord, RunFacts, RunRecord
+from gpu_remediation.contracts import QUARANTINE_TAINT_KEY
+from gpu_remediation.ids import (
+    ADMISSION_WORKFLOW_TYPE,
+    NODE_WORKFLOW_TYPE,
+    STARTUP_TAINT_KEY,
+    Activities,
+)
+from gpu_remediation.models import Outcome
+
+PROJECT_TAINTS = (QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY)
+BAD_END = ("failed", "timed_out", "terminated", "canceled")
+
+
+class InvariantResult(BaseModel):
+    """One invariant: what was checked and what broke it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    checked: str
+    violations: list[str]
+
+    @property
+    def holds(self) -> bool:
+        """Whether no violation was found."""
+        return not self.violations
+
+
+def _incidents(facts: RunFacts) -> list[RunRecord]:
+    return [r for r in facts.runs if r.workflow_type == NODE_WORKFLOW_TYPE]
+
+
+def _by_node(runs: Iterable[RunRecord]) -> dict[str, list[RunRecord]]:
+    grouped: dict[str, list[RunRecord]] = defaultdict(list)
+    for run in runs:
+        if run.node is not None:
+            grouped[run.node].append(run)
+    for node_runs in grouped.values():
+        node_runs.sort(key=lambda r: r.started_at)
+    return grouped
+
+
+def _name(run: RunRecord) -> str:
+    return f"{run.workflow_id} (run {run.run_id})"
+
+
+def _decisions(runs: Iterable[RunRecord], activity: str) -> list[tuple[RunRecord, ActivityRecord]]:
+    return [(run, a) for run in runs for a in run.activities if a.name == activity]
+
+
+def _boots_after(node: NodeRecord, boot_id: str) -> list[BootChange]:
+    boots = [b.boot_id for b in node.boot_ids]
+    return node.boot_ids[boots.index(boot_id) + 1 :] if boot_id in boots else []
+
+
+def _open_between(run: RunRecord, start: datetime, end: datetime) -> bool:
+    return run.started_at <= end and (run.closed_at is None or run.closed_at >= start)
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def incidents_lost(facts: RunFacts) -> InvariantResult:
+    """Every problem that lasted past its grace met an incident (or a burn-in) of its node."""
+    covering = _by_node(
+        r for r in facts.runs if r.workflow_type in (NODE_WORKFLOW_TYPE, ADMISSION_WORKFLOW_TYPE)
+    )
+    slack = timedelta(seconds=facts.detection_slack_s)
+    late = timedelta(seconds=facts.delivery_slack_s)
+    due = 0
+    violations = []
+    for node in facts.nodes.values():
+        if not node.watched:
+            continue
+        for episode in node.episodes:
+            owed_from = episode.start + timedelta(seconds=episode.grace_s) + slack
+            end = episode.end or facts.collected_at
+            if end < owed_from:
+                continue  # it ended (or the run did) before anyone owed it an incident
+            runs = covering.get(node.name, [])
+            covered = any(_open_between(r, episode.start, end + late) for r in runs)
+            if not covered and episode.end is None and facts.collected_at < owed_from + late:
+                continue  # still open, and its incident may yet be on its way
+            due += 1
+            if not covered:
+                violations.append(
+                    f"{node.name}: {episode.condition} was a problem from "
+                    f"{episode.start.isoformat()} to {end.isoformat()} (grace "
+                    f"{episode.grace_s:g}s) and no incident was open for it"
+                )
+    return InvariantResult(
+        name="incidents_lost",
+        checked=f"{due} problem(s) past their grace on watched nodes, "
+        f"{len(_incidents(facts))} incident(s) started",
+        violations=violations,
+    )
+
+
+def duplicate_incidents(facts: RunFacts) -> InvariantResult:
+    """No node had two incidents open at the same time."""
+    violations = []
+    by_node = _by_node(_incidents(facts))
+    for node, runs in sorted(by_node.items()):
+        for earlier, later in pairwise(runs):
+            if earlier.closed_at is None or earlier.closed_at > later.started_at:
+                violations.append(
+                    f"{node}: {_name(later)} started while {_name(earlier)} was still open"
+                )
+    return InvariantResult(
+        name="duplicate_incidents",
+        checked=f"{len(_incidents(facts))} incident(s) on {len(by_node)} node(s)",
+        violations=violations,
+    )
+
+
+def reboots_per_decision(facts: RunFacts) -> InvariantResult:
+    """Each reboot decision rebooted its node exactly once, by the node's boot ids."""
+    violations = []
+    decisions = _decisions(facts.runs, Activities.REBOOT_NODE)
+    for run, decision in decisions:
+        node = facts.nodes.get(str(decision.input.get("node")))
+        before = str(decision.input.get("boot_id_before"))
+        if node is None:
+            violations.append(f"{_name(run)}: rebooted a node the fleet never had")
+            continue
+        boots = [b.boot_id for b in node.boot_ids]
+        if decision.status != "completed" or decision.result is None:
+            # A decision that gave up (or is still waiting) rebooted at most once.
+            until = decision.closed_at or facts.collected_at
+            since = [b for b in _boots_after(node, before) if b.at <= until]
+            if len(since) > 1:
+                violations.append(
+                    f"{node.name}: {_name(run)} rebooted {len(since)} times for one decision"
+                )
+            continue
+        after = str(decision.result.get("boot_id_after"))
+        if before not in boots or after not in boots:
+            violations.append(
+                f"{node.name}: {_name(run)} reports boot {before} -> {after}, "
+                f"which the node never had ({boots})"
+            )
+            continue
+        steps = boots.index(after) - boots.index(before)
+        if steps != 1:
+            violations.append(
+                f"{node.name}: {_name(run)} made one reboot decision and the node booted "
+                f"{steps} time(s) between {before} and {after}"
+            )
+    for node in facts.nodes.values():
+        decided_from = {
+            str(d.input.get("boot_id_before"))
+            for _, d in decisions
+            if d.input.get("node") == node.name
+        }
+        for earlier, later in pairwise(node.boot_ids):
+            if earlier.boot_id in decided_from:
+                continue  # a decision made on that boot (checked above to be one step)
+            violations.append(
+                f"{node.name}: booted {later.boot_id} at {later.at.isoformat()} "
+                "with no reboot decision of any incident"
+            )
+    requests = sum(facts.ec2_reboot_requests.values())
+    return InvariantResult(
+        name="reboots_per_decision",
+        checked=f"{len(decisions)} reboot decision(s), {requests} EC2 reboot request(s), "
+        f"{sum(max(0, len(n.boot_ids) - 1) for n in facts.nodes.values())} new boot(s)",
+        violations=violations,
+    )
+
+
+def resets_done_twice(facts: RunFacts) -> InvariantResult:
+    """No node got more GPU resets than reset decisions were made for it."""
+    decisions = _decisions(facts.runs, Activities.RESET_GPUS)
+    per_node: dict[str, list[RunRecord]] = defaultdict(list)
+    for run, decision in decisions:
+        per_node[str(decision.input.get("node"))].append(run)
+    violations = []
+    for node, sent in sorted(facts.gpu_resets_sent.items()):
+        runs = per_node.get(node, [])
+        if sent > len(runs):
+            names = ", ".join(_name(r) for r in runs) or "no incident"
+            violations.append(
+                f"{node}: {sent} GPU reset command(s) sent for {len(runs)} reset "
+                f"decision(s) ({names})"
+            )
+    return InvariantResult(
+        name="resets_done_twice",
+        checked=f"{len(decisions)} reset decision(s), "
+        f"{sum(facts.gpu_resets_sent.values())} reset command(s) sent",
+        violations=violations,
+    )
+
+
+def replacements_done_twice(facts: RunFacts) -> InvariantResult:
+    """Each node was replaced at most once, and only by a decision."""
+    decisions = _decisions(facts.runs, Activities.DELETE_NODE_CLAIM)
+    deleting: dict[str, list[RunRecord]] = defaultdict(list)
+    for run, decision in decisions:
+        if decision.result is not None and decision.result.get("already_gone") is False:
+            deleting[str(decision.input.get("node"))].append(run)
+    violations = [
+        f"{node}: replaced by {len(runs)} decisions ({', '.join(_name(r) for r in runs)})"
+        for node, runs in sorted(deleting.items())
+        if len(runs) > 1
+    ]
+    decided = {str(d.input.get("node")) for _, d in decisions}
+    deleted = 0
+    for node in facts.nodes.values():
+        deleted += len(node.claim_deleted_at)
+        if len(node.claim_deleted_at) > 1:
+            violations.append(
+                f"{node.name}: its NodeClaim was deleted {len(node.claim_deleted_at)}x"
+            )
+        if node.claim_deleted_at and node.name not in decided:
+            violations.append(f"{node.name}: its NodeClaim was deleted with no replace decision")
+    return InvariantResult(
+        name="replacements_done_twice",
+        checked=f"{len(decisions)} replace decision(s), {deleted} NodeClaim(s) deleted",
+        violations=violations,
+    )
+
+
+def replacements_within_cap(facts: RunFacts) -> InvariantResult:
+    """The fleet never had more replacements in flight than the cap."""
+    most = facts.max_replacements_in_flight
+    violations = []
+    if most > facts.replacement_cap:
+        violations.append(
+            f"{most} replacements were in flight at once, above the cap of {facts.replacement_cap}"
+        )
+    return InvariantResult(
+        name="replacements_within_cap",
+        checked=f"most in flight {most}, cap {facts.replacement_cap}",
+        violations=violations,
+    )
+
+
+def permits_leaked(facts: RunFacts) -> InvariantResult:
+    """Every permit still held belongs to a run that is still running."""
+    running = {(r.workflow_id, r.run_id) for r in facts.runs if r.status == "running"}
+    violations = [
+        f"permit {h.request_id} held by {h.holder_workflow_id} (run {h.holder_run_id}), "
+        "which is no longer running"
+        for h in facts.permit_holders
+        if (h.holder_workflow_id, h.holder_run_id) not in running
+    ]
+    return InvariantResult(
+        name="permits_leaked",
+        checked=f"{len(facts.permit_holders)} permit(s) held at the end",
+        violations=violations,
+    )
+
+
+def nodes_left_quarantined(facts: RunFacts) -> InvariantResult:
+    """No node ends cordoned or tainted by the project with nobody owning it."""
+    owners = _by_node(
+        r for r in facts.runs if r.workflow_type in (NODE_WORKFLOW_TYPE, ADMISSION_WORKFLOW_TYPE)
+    )
+    violations = []
+    held = 0
+    for node in sorted(facts.nodes.values(), key=lambda n: n.name):
+        if node.deleted_at is not None or node.claim_deleted_at:
+            continue  # replaced or being replaced: its cordon goes with it
+        ours = [t.key for t in node.taints if t.key in PROJECT_TAINTS]
+        if not node.unschedulable and not ours:
+            continue
+        held += 1
+        runs = owners.get(node.name, [])
+        if any(r.status == "running" for r in runs):
+            continue
+        incidents = [r for r in runs if r.workflow_type == NODE_WORKFLOW_TYPE]
+        if incidents and incidents[-1].outcome == Outcome.ESCALATED.value:
+            continue  # handed to a human, who takes the node back
+        what = ", ".join([*(["cordoned"] if node.unschedulable else []), *ours])
+        last = _name(incidents[-1]) if incidents else "no incident"
+        violations.append(f"{node.name}: left {what} with no open incident (last: {last})")
+    return InvariantResult(
+        name="nodes_left_quarantined",
+        checked=f"{len(facts.nodes)} node(s), {held} cordoned or tainted by the project at the end",
+        violations=violations,
+    )
+
+
+def workflows_failed_or_stuck(facts: RunFacts) -> InvariantResult:
+    """No run failed or was killed, no incident is stuck, no workflow task failed."""
+    violations = []
+    for run in facts.runs:
+        if run.status in BAD_END:
+            violations.append(f"{_name(run)}: {run.status}")
+        elif run.status == "running" and not run.settled:
+            waiting = f" (waiting on {', '.join(run.waiting_on)})" if run.waiting_on else ""
+            violations.append(f"{_name(run)}: still working, no outcome at the end{waiting}")
+        violations += [f"{_name(run)}: workflow task failed ({c})" for c in run.task_failures]
+    return InvariantResult(
+        name="workflows_failed_or_stuck",
+        checked=f"{len(facts.runs)} workflow run(s)",
+        violations=violations,
+    )
+
+
+CHECKS: tuple[Callable[[RunFacts], InvariantResult], ...] = (
+    incidents_lost,
+    duplicate_incidents,
+    reboots_per_decision,
+    resets_done_twice,
+    replacements_done_twice,
+    replacements_within_cap,
+    permits_leaked,
+    nodes_left_quarantined,
+    workflows_failed_or_stuck,
+)
+
+
+def check_all(facts: RunFacts) -> list[InvariantResult]:
+    """Every invariant, in the order of :data:`CHECKS`."""
+    return [check(facts) for check in CHECKS]
