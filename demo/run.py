@@ -56,6 +56,7 @@ from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, duration_text, render, summarize
 from gpu_remediation.policy import Duration, Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy
+from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.ui_link import INCIDENT_COLUMNS, incidents_url
 from simulator.fleet import (
     FaultMix,
@@ -287,6 +288,10 @@ class DemoRun:
         started = time.monotonic()
         try:
             self._log_to_file()
+            # The SDK core prints its own log lines (Rust) to stdout unless forwarded:
+            # a client retrying while --chaos restarts the server would then end
+            # stdout after the --json summary. Forwarded, they go to demo.log.
+            install_service_runtime()
             self.ui.print(
                 f"Starting the Temporal dev server, a fleet of {self.fleet_config.total_nodes} "
                 f"simulated GPU nodes, the worker and the node-condition watcher "
