@@ -86,6 +86,16 @@ def compare(
             "--settle-timeout", help="Real seconds per policy to wait for open incidents."
         ),
     ] = 60.0,
+    parallel: Annotated[
+        int | None,
+        typer.Option(
+            "--parallel",
+            min=1,
+            help="Policies run at once, each in a process of its own (default: as many as "
+            "cores and memory allow; 1: one after another).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run one fault timeline under several policies, each through the real system.
 
@@ -113,6 +123,7 @@ def compare(
             workloads=workloads,
             operator=operator,
             settle_timeout=settle_timeout,
+            parallel=parallel,
         )
         # Imported here: the simulator and the worker's dependencies load only now.
         from whatif.cli_run import CliCompare

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
@@ -29,9 +30,11 @@ from demo.worker_process import WorkerProcess
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, TASK_QUEUE
 from gpu_remediation.policy import Policy
 from simulator.fleet import Fleet, FleetConfig
-from triggers.checkpoint_relay import CheckpointRelay
 from triggers.starter import IncidentStarter
-from triggers.watcher import NodeConditionWatcher
+
+if TYPE_CHECKING:
+    from triggers.checkpoint_relay import CheckpointRelay
+    from triggers.watcher import NodeConditionWatcher
 
 log = logging.getLogger("gpu_remediation.demo")
 
@@ -49,6 +52,11 @@ class StackOptions:
         semaphore_workflow_id: The replacement semaphore the incidents share.
         poll_interval: The activities' poll interval (SSM, reboots, replacements), real time.
         watcher_tick: Seconds between the watcher's grace-period checks.
+        relay: Run the checkpoint relay in this process (when the policy coordinates
+            with jobs); False leaves it to the caller (the what-if comparison runs it
+            in a process of its own).
+        before_clock: Awaited once the worker polls and the watcher runs, just before
+            simulated time starts (the comparison starts its relay process there).
     """
 
     fleet: FleetConfig
@@ -60,6 +68,8 @@ class StackOptions:
     poll_interval: timedelta = timedelta(milliseconds=250)
     watcher_tick: float = 0.25
     worker_env: dict[str, str] = field(default_factory=dict)
+    relay: bool = True
+    before_clock: Callable[[DemoStack], Awaitable[None]] | None = None
 
 
 class DemoStack:
@@ -121,6 +131,8 @@ class DemoStack:
             self.worker.start()
             await self.worker.wait_polling(self.client)
             self.start_watcher()
+            if self.options.before_clock is not None:
+                await self.options.before_clock(self)
             self.fleet.start_clock()
         except BaseException:
             await self.stop(force=True)
@@ -128,8 +140,15 @@ class DemoStack:
         return self
 
     def start_watcher(self) -> None:
-        """Start the node-condition watcher and the checkpoint relay as tasks of this loop."""
-        # Imported here: the worker module pulls in every activity and the AWS SDK.
+        """Start the node-condition watcher and the checkpoint relay as tasks of this loop.
+
+        The relay only when the policy coordinates with jobs (``jobs.enabled``) and
+        ``StackOptions.relay`` asks for it here.
+        """
+        # Imported here: the worker module pulls in every activity and the AWS SDK, the
+        # watcher and the relay the Kubernetes client (a comparison's parent needs none).
+        from triggers.checkpoint_relay import CheckpointRelay
+        from triggers.watcher import NodeConditionWatcher
         from worker import kube_api_client
 
         self._api = kube_api_client(self.fleet.worker_settings())
@@ -138,6 +157,11 @@ class DemoStack:
         )
         self._watch_stop = asyncio.Event()
         self._watch_task = asyncio.create_task(self.watcher.run(self._watch_stop))
+        if not self.options.relay or not self.options.policy.jobs.enabled:
+            # Incidents under such a policy never annotate a pod (workflows/node_jobs.py),
+            # so the relay would only parse every pod event of the fleet for nothing: at
+            # 1,000 nodes it was the simulator process's largest consumer of CPU.
+            return
         self.relay = CheckpointRelay(self._api, self.client, self.options.cluster)
         self._relay_task = asyncio.create_task(self.relay.run(self._watch_stop))
 

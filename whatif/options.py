@@ -50,6 +50,8 @@ class CompareOptions(BaseModel):
     settle_timeout: float = Field(default=60.0, ge=0)
     refresh_interval: float = Field(default=1.0, gt=0)
     live: bool = True
+    parallel: int | None = Field(default=None, ge=1, le=64)
+    """Policies run at once, each in a child process; None: as cores and memory allow."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from demo.summary import duration_text
 from whatif.charts import charts as svg_charts
 from whatif.factor_check import FactorCheck, html_section
-from whatif.results import policy_json
+from whatif.results import mttr_text, policy_json
 
 if TYPE_CHECKING:
     from whatif.runner import CompareRun, PolicyResult
@@ -46,7 +46,8 @@ DOES_NOT_MODEL = (
     "Real latency: Temporal and the APIs run in real time while the fleet runs time_factor "
     "times faster, so their latency is scaled up with it: each real second is time_factor "
     "simulated seconds of MTTR and unavailability (mttr_real_* in the JSON is the real part; "
-    "timeouts floored at 10 s real become hours).",
+    "timeouts floored at 10 s real become hours). MTTR here is measured on the simulator's "
+    "clock (mttr_clock_* in the JSON), so time the clock was held does not count.",
 )
 
 
@@ -78,8 +79,7 @@ def _table(results: list[PolicyResult]) -> str:
             str(r.summary.reboots),
             str(data["resets"]),
             str(r.escalations),
-            duration_text(r.summary.mttr_p50_s),
-            duration_text(r.summary.mttr_p95_s),
+            *mttr_text(r.summary),
             f"{r.gpu_hours_lost:,.1f}",
             f"{runs.get('succeeded', 0)} / {done}",
             str(r.summary.breaker_trips),

@@ -1,6 +1,7 @@
 """Runs a comparison: one Temporal dev server, then each policy on a fresh copy of the system.
 
-Per policy, in turn: a new simulated fleet (same configuration and seed, so the
+Per policy (one after another, or ``parallel`` at a time, each in a child
+process of its own: ``whatif.lanes``): a new simulated fleet (same configuration and seed, so the
 same fault timeline), a new worker process and a new node-condition watcher
 (``demo.stack.DemoStack``, exactly what ``remediate demo`` runs), under the
 policy scaled to the time factor (``demo.policy``). Each policy has its own
@@ -9,32 +10,37 @@ nothing of one run reaches another. The fleet is sampled while it runs (healthy
 nodes, replacements, GPU-hours lost); at the end of the simulated duration the
 fleet's accounting is read, and once every incident has its outcome (or
 ``settle_timeout`` real seconds later) the incidents are summarized by
-``demo.summary.summarize``, the same summary the demo prints.
+``demo.summary.summarize``, the same summary the demo prints, with MTTR also
+measured on the simulator's clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import shutil
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from temporalio.client import Client
 
-from demo.incidents import Incident
+from demo.incidents import Incident, IncidentBook
 from demo.policy import scale_policy
 from demo.run import real_poll_interval, real_watcher_tick
 from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
+from whatif.logs import log_to
 from whatif.options import (
     CompareError,
     CompareOptions,
@@ -42,9 +48,15 @@ from whatif.options import (
     compare_fleet,
     resolve_policies,
 )
+from whatif.relay import RelayProcess
 from whatif.timeline import Timeline, timeline
 
 log = logging.getLogger("gpu_remediation.compare")
+
+LANE_MIB = 800.0
+"""Memory one policy running in a child process takes at most, with its worker (1,000 nodes)."""
+LEFT_FREE_MIB = 1024.0
+"""Memory kept for the Temporal server, this process and the rest of the machine."""
 
 
 class Sample(BaseModel):
@@ -78,6 +90,11 @@ class PolicyResult(BaseModel):
     clock: dict[str, float | int]
     """The simulated clock's pacing (``SimClock.lag_report``): requested and achieved
     time factor, simulated time held back, how late the simulator's events ran."""
+    timing: dict[str, float] = {}
+    """Real seconds of the run's phases: ``start`` (fleet, worker, watcher),
+    ``window`` (the simulated duration, on the simulator's scheduler), ``settle`` (open
+    incidents after it), ``stop``; ``refresh`` (the incidents' lists and queries, in all,
+    beside the rest) over ``refreshes`` rounds."""
 
 
 @dataclass
@@ -141,6 +158,8 @@ class CompareRun:
         *,
         ui: Console,
         on_progress: Callable[[Progress], None] | None = None,
+        tag: str | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         self.options = options
         self.choices: list[PolicyChoice] = resolve_policies(options.policies)
@@ -156,9 +175,10 @@ class CompareRun:
         self.progress = Progress()
         if options.report is not None and not options.report.parent.is_dir():
             raise CompareError(f"--report: no directory {options.report.parent}")
-        self.run_dir = Path(tempfile.mkdtemp(prefix="remediate-compare-"))
+        self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="remediate-compare-"))
         self.results: list[PolicyResult] = []
-        self.tag = uuid.uuid4().hex[:6]
+        self.tag = tag or uuid.uuid4().hex[:6]
+        self.lanes = lanes_for(options, len(self.choices))
 
     async def run(self, client: Client | None = None) -> list[PolicyResult]:
         """Run every policy, one after the other; the results in ``--policies`` order.
@@ -166,13 +186,7 @@ class CompareRun:
         Args:
             client: A client of a running server to use (tests); None starts a dev server.
         """
-        handler = logging.FileHandler(self.run_dir / "compare.log")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root = logging.getLogger()
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
-        try:
+        with log_to(self.run_dir / "compare.log"):
             if client is not None:
                 await self._all(client, client.service_client.config.target_host)
             else:
@@ -180,19 +194,26 @@ class CompareRun:
                     label="remediate-compare", ui=False, directory=self.run_dir
                 ) as server:
                     await self._all(await connect(server.address), server.address)
-        finally:
-            root.removeHandler(handler)
-            handler.close()
         # Kept only when something failed (the logs say what).
         shutil.rmtree(self.run_dir, ignore_errors=True)
         return self.results
 
     async def _all(self, client: Client, address: str) -> None:
-        for index, choice in enumerate(self.choices):
-            self.progress = Progress(
-                policy=choice.name, index=index, done=[r.name for r in self.results]
-            )
-            self.results.append(await self._one(index, choice, client, address))
+        if self.lanes > 1:
+            from whatif.lanes import run_lanes
+
+            self.results = await run_lanes(self, address, client.namespace)
+            return
+        for index in range(len(self.choices)):
+            self.results.append(await self.run_policy(index, client, address))
+
+    async def run_policy(self, index: int, client: Client, address: str) -> PolicyResult:
+        """Run the policy ``--policies`` lists at ``index`` on a fresh system (this process)."""
+        choice = self.choices[index]
+        self.progress = Progress(
+            policy=choice.name, index=index, done=[r.name for r in self.results]
+        )
+        return await self._one(index, choice, client, address)
 
     async def _one(
         self, index: int, choice: PolicyChoice, client: Client, address: str
@@ -202,6 +223,18 @@ class CompareRun:
         run_dir.mkdir()
         # Unique per run: a second comparison on the same server sees none of the first.
         tag = f"whatif-{self.tag}-{index}"
+        # The relay decodes every pod event: in this process it would take most of the
+        # simulator's CPU and interpreter lock (whatif/relay.py), so it gets its own.
+        relay = (
+            RelayProcess(
+                cluster=tag,
+                address=address,
+                namespace=client.namespace,
+                log_path=run_dir / "relay.log",
+            )
+            if self.scaled[index].jobs.enabled
+            else None
+        )
         stack = DemoStack(
             client,
             address,
@@ -214,61 +247,115 @@ class CompareRun:
                 semaphore_workflow_id=f"{tag}-semaphore",
                 poll_interval=real_poll_interval(options.time_factor),
                 watcher_tick=real_watcher_tick(options.time_factor),
+                relay=False,
+                before_clock=relay.start if relay is not None else None,
             ),
         )
         started = time.monotonic()
-        await stack.start()
+        timing: dict[str, float] = {}
         try:
-            # The window ends at the duration on the simulator's own clock (its
-            # scheduler), so every policy is measured over the same simulated time.
-            window: list[FleetSnapshot] = []
-            fleet = stack.fleet
-            fleet.scheduler.call_at(
-                self.duration.total_seconds(), lambda: window.append(fleet.snapshot())
-            )
-            samples, at_end, settled = await self._watch(stack, window)
-            clock = fleet.clock.lag_report()
+            await stack.start()
+        except BaseException:
+            if relay is not None:
+                await relay.stop()
+            raise
+        timing["start"] = time.monotonic() - started
+        if relay is not None:
+            timing["relay_start"] = relay.start_seconds
+        try:
+            samples, at_end, settled = await self._watch(stack, timing)
+            clock = stack.fleet.clock.lag_report()
             incidents = await stack.book.refresh_list()
             await stack.book.refresh_states()
         finally:
+            stopping = time.monotonic()
+            if relay is not None:
+                await relay.stop()
             await stack.stop()
-        return self._result(choice, index, incidents, samples, at_end, settled, started, clock)
+            timing["stop"] = time.monotonic() - stopping
+        result = self._result(
+            choice,
+            index,
+            incidents,
+            samples,
+            at_end,
+            settled,
+            started,
+            clock,
+            stack.fleet.clock.sim_at,
+        )
+        return result.model_copy(update={"timing": {k: round(v, 1) for k, v in timing.items()}})
 
     async def _watch(
-        self, stack: DemoStack, window: list[FleetSnapshot]
+        self, stack: DemoStack, timing: dict[str, float]
     ) -> tuple[list[Sample], FleetSnapshot, bool]:
         """Sample until the window closed and every incident settled (or the timeout).
 
-        ``window`` receives the fleet's snapshot at the end of the duration (taken
-        on the simulator's scheduler).
+        The window ends at the duration on the simulator's own clock (its scheduler
+        takes the snapshot), so every policy is measured over the same simulated
+        time, and this loop hears of it at once. The incidents are refreshed by a
+        task of their own (``_Refresher``): their queries can take seconds, which
+        must not delay the samples or the window's end. ``timing`` gets the real
+        seconds of the window, the settling and the refreshes.
         """
+        fleet = stack.fleet
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+        window: list[tuple[float, FleetSnapshot]] = []
+
+        def close_window() -> None:
+            window.append((time.monotonic(), fleet.snapshot()))
+            loop.call_soon_threadsafe(ended.set)
+
+        fleet.scheduler.call_at(self.duration.total_seconds(), close_window)
+        began = time.monotonic()
         duration_s = self.duration.total_seconds()
         gpus = gpus_per_node(self.fleet_config)
         samples: list[Sample] = []
         at_end: FleetSnapshot | None = None
-        deadline: float | None = None
-        while True:
-            if not stack.worker.running:
-                raise CompareError(f"the worker process died: {stack.worker.log_tail(1000)}")
-            snapshot = stack.fleet.snapshot()
-            incidents = await stack.book.refresh_list()
-            await stack.book.refresh_states([i for i in incidents if not i.state_final])
-            if at_end is None:
-                samples.append(self._sample(stack.fleet, snapshot, gpus, len(incidents)))
-            if at_end is None and not window and snapshot.sim_seconds > duration_s + 3600:
-                raise CompareError(
-                    "the fleet simulator's scheduler has not reached the end of the window "
-                    f"an hour of simulated time after it (errors: {stack.fleet.scheduler.errors!r})"
-                )
-            if at_end is None and window:
-                # The comparison's window ended: availability and jobs as of then.
-                at_end = window[0]
-                deadline = time.monotonic() + self.options.settle_timeout
-            settled = all(i.settled for i in incidents)
-            self._report(snapshot, incidents, "settling" if at_end is not None else "running")
-            if at_end is not None and (settled or time.monotonic() > (deadline or 0)):
-                return samples, at_end, settled
-            await asyncio.sleep(self.options.refresh_interval)
+        deadline = 0.0
+        after_end = 0
+        refresher = _Refresher(stack.book, self.options.refresh_interval)
+        task = asyncio.create_task(refresher.run())
+        try:
+            while True:
+                if not stack.worker.running:
+                    raise CompareError(f"the worker process died: {stack.worker.log_tail(1000)}")
+                if task.done():
+                    task.result()  # the refresh failed: its error
+                # No per-node truth: the samples need the fleet's totals only.
+                snapshot = fleet.snapshot(nodes=False)
+                incidents = refresher.incidents
+                if at_end is None and window:
+                    # The comparison's window ended: availability and jobs as of then.
+                    ended_at, at_end = window[0]
+                    timing["window"] = ended_at - began
+                    deadline = time.monotonic() + self.options.settle_timeout
+                    after_end = refresher.rounds + 1  # a round begun after the end
+                if at_end is None:
+                    samples.append(self._sample(fleet, snapshot, gpus, len(incidents)))
+                    if snapshot.sim_seconds > duration_s + 3600:
+                        raise CompareError(
+                            "the fleet simulator's scheduler has not reached the end of the "
+                            "window an hour of simulated time after it "
+                            f"(errors: {fleet.scheduler.errors!r})"
+                        )
+                settled = refresher.rounds > after_end and all(i.settled for i in incidents)
+                self._report(snapshot, incidents, "settling" if at_end is not None else "running")
+                if at_end is not None and (settled or time.monotonic() > deadline):
+                    timing["settle"] = time.monotonic() - began - timing["window"]
+                    return samples, at_end, settled
+                if at_end is None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(ended.wait(), self.options.refresh_interval)
+                else:
+                    await asyncio.sleep(min(self.options.refresh_interval, 0.25))
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            timing["refresh"] = refresher.seconds
+            timing["refreshes"] = refresher.rounds
 
     def _sample(self, fleet: Fleet, snapshot: FleetSnapshot, gpus: float, incidents: int) -> Sample:
         return Sample(
@@ -298,6 +385,7 @@ class CompareRun:
         settled: bool,
         started: float,
         clock: dict[str, float | int],
+        sim_time: Callable[[datetime], float],
     ) -> PolicyResult:
         summary = summarize(
             incidents,
@@ -307,6 +395,7 @@ class CompareRun:
             wall_seconds=time.monotonic() - started,
             temporal_address=f"whatif-{self.tag}-{index}",
             temporal_ui=None,
+            sim_time=sim_time,
         )
         counters = at_end.counters
         operator = {
@@ -328,3 +417,52 @@ class CompareRun:
             samples=samples,
             clock=clock,
         )
+
+
+def lanes_for(options: CompareOptions, policies: int) -> int:
+    """How many policies run at once: ``--parallel``, or as many as cores and memory allow."""
+    if options.parallel is not None:
+        return max(1, min(options.parallel, policies))
+    return max(1, min(policies, os.cpu_count() or 1, _memory_lanes()))
+
+
+def _memory_lanes() -> int:
+    # A lane (simulator process + worker process) peaked at about 0.7 GiB with 1,000
+    # nodes; leave room for the server and this process. No /proc: no limit from it.
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available_mib = int(line.split()[1]) / 1024
+                return int((available_mib - LEFT_FREE_MIB) // LANE_MIB)
+    except (OSError, ValueError):
+        pass
+    return 1 << 10
+
+
+class _Refresher:
+    """Refreshes a stack's incidents (visibility list, then the open ones' states) in a loop.
+
+    Args:
+        book: The stack's incidents.
+        interval: Real seconds between the end of one round and the next.
+    """
+
+    def __init__(self, book: IncidentBook, interval: float) -> None:
+        self._book = book
+        self._interval = interval
+        self.incidents: list[Incident] = []
+        self.rounds = 0
+        """Rounds completed."""
+        self.seconds = 0.0
+        """Real seconds spent in them."""
+
+    async def run(self) -> None:
+        """Refresh until cancelled (a failure ends the task with its error)."""
+        while True:
+            began = time.monotonic()
+            incidents = await self._book.refresh_list()
+            await self._book.refresh_states([i for i in incidents if not i.state_final])
+            self.incidents = incidents
+            self.rounds += 1
+            self.seconds += time.monotonic() - began
+            await asyncio.sleep(self._interval)

@@ -72,6 +72,10 @@ class SimClock:
         self._late_counts = [0] * len(LAG_EDGES)
         self._late_max = 0.0
         self._events = 0
+        # (monotonic, simulated, rate) from each change of pace on: maps real moments
+        # of the run to simulated time (sim_at), however often the clock was held.
+        self._pace_starts: list[float] = []
+        self._paces: list[tuple[float, float, float]] = []
 
     def start(self) -> None:
         """Start counting (simulated time is 0 until then)."""
@@ -79,6 +83,7 @@ class SimClock:
             if self._t0 is None:
                 self._t0 = self._real_base = time.monotonic()
                 self._wall0 = datetime.now(UTC)
+                self._paced(self._t0)
 
     @property
     def started(self) -> bool:
@@ -87,6 +92,13 @@ class SimClock:
 
     def _at(self, mono: float) -> float:
         return self._sim_base + (mono - self._real_base) * self._rate
+
+    def _paced(self, mono: float) -> None:
+        # Caller holds the lock: the pace (base, rate) changed at ``mono``.
+        self._pace_starts.append(mono)
+        self._paces.append(
+            (mono, self._sim_base + (mono - self._real_base) * self._rate, self._rate)
+        )
 
     def now(self) -> float:
         """Simulated seconds since the start (never decreasing)."""
@@ -114,6 +126,7 @@ class SimClock:
                 self._sim_base, self._real_base, self._rate = now, mono, 0.0
                 self._held_since = mono
                 self._holds += 1
+                self._paced(mono)
             return late
 
     def resume(self) -> None:
@@ -126,6 +139,25 @@ class SimClock:
             self._held_since = None
             self._sim_base, self._real_base = self._at(mono), mono
             self._rate = self.time_factor
+            self._paced(mono)
+
+    def sim_at(self, moment: datetime) -> float:
+        """Simulated seconds at wall-clock ``moment`` of this run (0 before the start).
+
+        For times recorded in real time, such as an incident's start and its last
+        decision (Temporal's clock): with the clock held now and then, the simulated
+        time between two of them is not their real distance times ``time_factor``.
+        A moment after now is extrapolated at the current pace.
+        """
+        with self._lock:
+            if self._t0 is None:
+                return 0.0
+            mono = self._t0 + (moment - self._wall0).total_seconds()
+            index = bisect.bisect_right(self._pace_starts, mono) - 1
+            if index < 0:
+                return 0.0
+            since, sim, rate = self._paces[index]
+            return sim + (mono - since) * rate
 
     def to_real(self, sim_seconds: float) -> float:
         """Real seconds that ``sim_seconds`` of simulated time take."""

@@ -36,14 +36,12 @@ from types import TracebackType
 from typing import Any
 
 from gpu_remediation.settings import Settings
-from simulator.aws import DEFAULT_REGION, MotoCloud
 from simulator.fleet.accounting import Availability
 from simulator.fleet.agent import NodeAgent
 from simulator.fleet.arrivals import Arrivals
 from simulator.fleet.clock import SimClock
 from simulator.fleet.config import FleetConfig, PoolSpec
 from simulator.fleet.faults import FAULTS, FaultKind
-from simulator.fleet.host import HostSimulator
 from simulator.fleet.injector import FaultInjector, Slots
 from simulator.fleet.inventory import Inventory
 from simulator.fleet.karpenter import Karpenter
@@ -78,6 +76,11 @@ class Fleet:
         self.rng = random.Random(self.config.seed)
         self.nodes: dict[str, NodeState] = {}
         self.counters: Counter[str] = Counter()
+        # Imported here, not with the module: moto's EC2 models alone are about 140 MiB,
+        # which a process that only plans a comparison (whatif.lanes' parent) never needs.
+        from simulator.aws import DEFAULT_REGION, MotoCloud
+        from simulator.fleet.host import HostSimulator
+
         self.store = KubeStore(history_size=self.config.history_size)
         self.kube = KubeApiServer(self.store, port=kube_port)
         self.cloud = MotoCloud(DEFAULT_REGION)
@@ -300,11 +303,12 @@ class Fleet:
         with self.lock:
             return list(self._fault_log)
 
-    def snapshot(self) -> FleetSnapshot:
-        """The fleet's true state now."""
+    def snapshot(self, *, nodes: bool = True) -> FleetSnapshot:
+        """The fleet's true state now (``nodes=False``: totals only, no faulty nodes listed)."""
         with self.lock:
             now = self.clock.now()
-            faulty = [self._truth(n) for n in sorted(self.nodes.values(), key=lambda n: n.name)]
+            ordered = sorted(self.nodes.values(), key=lambda n: n.name) if nodes else []
+            faulty = [self._truth(n) for n in ordered]
             return FleetSnapshot(
                 sim_seconds=now,
                 capacity=self.config.total_nodes,

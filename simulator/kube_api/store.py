@@ -18,12 +18,14 @@ from typing import Any
 
 from . import errors
 from .errors import ApiError
-from .resources import ALL_RESOURCES, ResourceType
+from .owners import OwnerIndex
+from .resources import ALL_RESOURCES, BY_KEY, ResourceType
 from .selectors import FieldSelector, LabelSelector
-from .watch import Change, History, Watcher
+from .watch import Change, History, Wakers, Watcher
 
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
+_ORDER = {r.key: i for i, r in enumerate(ALL_RESOURCES)}
 ChangeHook = Callable[[Change], None]
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -66,8 +68,9 @@ class ObjectStore:
         self, *, history_size: int = 10_000, clock: Callable[[], datetime] | None = None
     ) -> None:
         self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
+        self._wakers = Wakers(self._lock, [r.key for r in ALL_RESOURCES])
         self._objects: dict[str, dict[Key, JSON]] = {r.key: {} for r in ALL_RESOURCES}
+        self._owners = OwnerIndex()
         # A fresh etcd is at revision 1; never 0, which a watch or list reads as "any".
         self._rv = 1
         self._history = History(history_size)
@@ -110,14 +113,14 @@ class ObjectStore:
 
     def close(self) -> None:
         """Wake every watcher so streams end (server shutdown)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._wakers.notify_all()
 
     def wake(self) -> None:
         """Wake every waiting watcher so it re-checks its stop condition."""
-        with self._cond:
-            self._cond.notify_all()
+        with self._lock:
+            self._wakers.notify_all()
 
     @property
     def closed(self) -> bool:
@@ -132,13 +135,15 @@ class ObjectStore:
         _meta(stored)["resourceVersion"] = str(self._rv)
         ns = str(_meta(stored).get("namespace") or "")
         key = (ns, str(_meta(stored)["name"]))
+        previous = self._objects[rtype.key].get(key)
+        self._owners.update(rtype.key, key, previous, None if kind == "DELETED" else stored)
         if kind == "DELETED":
             self._objects[rtype.key].pop(key, None)
         else:
             self._objects[rtype.key][key] = stored
         change = Change(self._rv, kind, rtype.key, ns, stored, old)
         self._history.append(change)
-        self._cond.notify_all()
+        self._wakers.notify(rtype.key)
         for hook in list(self._hooks):
             hook(change)
         return copy.deepcopy(stored)
@@ -166,11 +171,16 @@ class ObjectStore:
         namespace: str | None = None,
         labels: LabelSelector | None = None,
         fields: FieldSelector | None = None,
+        copies: bool = True,
     ) -> tuple[list[JSON], str]:
-        """Return matching objects sorted by (namespace, name) and the list resourceVersion."""
+        """Return matching objects sorted by (namespace, name) and the list resourceVersion.
+
+        ``copies=False`` returns the stored objects themselves (never mutated in place,
+        see the module docstring): for callers that only serialize them.
+        """
         with self._lock:
             items = [
-                copy.deepcopy(obj)
+                copy.deepcopy(obj) if copies else obj
                 for (ns, _), obj in sorted(self._objects[rtype.key].items())
                 if (namespace is None or ns == namespace)
                 and (labels is None or labels.matches(_meta(obj).get("labels")))
@@ -224,7 +234,7 @@ class ObjectStore:
                 namespace=namespace,
                 labels=labels,
                 fields=fields,
-                cond=self._cond,
+                cond=self._wakers.of(rtype.key),
                 history=self._history,
                 current_rv=lambda: self._rv,
                 closed=lambda: self._closed,
@@ -555,7 +565,7 @@ class ObjectStore:
                     # The real registry bumps generation when deletionTimestamp is set.
                     meta["generation"] = int(meta.get("generation", 1)) + 1
                 return self._commit(rtype, "MODIFIED", new, old), False
-            return self._commit(rtype, "DELETED", copy.deepcopy(old), old), True
+            return self._commit(rtype, "DELETED", old, old), True  # _commit copies it
 
     def finish_deletion(self, rtype: ResourceType, name: str, namespace: str | None) -> bool:
         """Remove a gracefully deleting object whose finalizers are gone (kubelet's part).
@@ -576,13 +586,9 @@ class ObjectStore:
     def dependents(self, owner_uid: str) -> list[tuple[ResourceType, JSON]]:
         """Objects whose ownerReferences name ``owner_uid`` (for cascading deletion)."""
         with self._lock:
-            found: list[tuple[ResourceType, JSON]] = []
-            for rtype in ALL_RESOURCES:
-                for obj in self._objects[rtype.key].values():
-                    refs = _meta(obj).get("ownerReferences") or []
-                    if any(ref.get("uid") == owner_uid for ref in refs):
-                        found.append((rtype, copy.deepcopy(obj)))
-            return found
+            owned = sorted(self._owners.owned(owner_uid), key=lambda e: _ORDER[e[0]])
+            objs = [(BY_KEY[rkey], self._objects[rkey].get(key)) for rkey, key in owned]
+            return [(rtype, copy.deepcopy(obj)) for rtype, obj in objs if obj is not None]
 
     def clear(self) -> None:
         """Remove every object (DELETED events are emitted; finalizers are ignored)."""

@@ -69,6 +69,31 @@ class History:
         return newer
 
 
+class Wakers:
+    """One condition per resource over the store lock: a commit wakes only its type's watchers.
+
+    With one condition for all, each commit (a job's pod, say) woke every watch
+    stream of every type, each taking the store lock and the interpreter lock to
+    find nothing for it: at 1,000 nodes that stole time from the simulator's thread.
+    """
+
+    def __init__(self, lock: threading.RLock, resources: list[str]) -> None:
+        self._conds = {key: threading.Condition(lock) for key in resources}
+
+    def of(self, resource: str) -> threading.Condition:
+        """The condition a watcher of ``resource`` waits on."""
+        return self._conds[resource]
+
+    def notify(self, resource: str) -> None:
+        """A change of ``resource`` was committed (caller holds the lock)."""
+        self._conds[resource].notify_all()
+
+    def notify_all(self) -> None:
+        """Wake every watcher (caller holds the lock): closing, or a stop to re-check."""
+        for cond in self._conds.values():
+            cond.notify_all()
+
+
 class Watcher:
     """Follows the store's changes for one resource, namespace and selector pair.
 

@@ -32,17 +32,26 @@ async def test_two_baselines_see_the_same_faults_and_act_as_their_names_say(
         refresh_interval=0.5,
         report=tmp_path / "report.html",
         live=False,
+        parallel=2,
     )
     compare = CompareRun(options, ui=Console(quiet=True))
+    progress: list[str] = []
+    compare.on_progress = lambda p: progress.append(p.policy)
     results = await compare.run(dev_env.client)
     data = comparison_json(results)["policies"]
 
+    # Side by side, each in a child process; the results in --policies order.
+    assert compare.lanes == 2
+    assert set(progress) == {"no-automation", "replace-always"}
     assert list(data) == ["no-automation", "replace-always"]
     digests = {row["timeline"]["digest"] for row in data.values()}
     assert len(digests) == 1
     assert data["no-automation"]["timeline"]["planned"] > 0
     for row in data.values():
         assert set(DemoSummary.model_fields) <= set(row)
+        assert {"start", "window", "settle", "stop"} <= set(row["timing"])
+        assert 0 < row["timing"]["window"] < 60
+        assert "relay_start" not in row["timing"]  # jobs.enabled false: no relay at all
         assert row["rung_attempts"].get("gpu_reset", 0) == 0
         assert row["reboots"] == 0
 
