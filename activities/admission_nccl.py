@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.kube_jobs import delete_job, read_container_log
 from activities.kubernetes import api_error, call_api
 from gpu_remediation import admission_models as a
 from gpu_remediation.admission_nccl import Verdict, judge, nccl_evidence
@@ -172,37 +173,11 @@ class NcclJobs:
             await asyncio.sleep(self._settings.poll_interval.total_seconds())
 
     async def _log(self, pod: str) -> str | None:
-        try:
-            # Unparsed: the client would json.loads() a log that happens to be JSON.
-            response = await asyncio.to_thread(
-                self._core.read_namespaced_pod_log,
-                pod,
-                self._settings.job_namespace,
-                container=CONTAINER,
-                _preload_content=False,
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise api_error(f"read log of pod {pod}", err) from err
-        try:
-            data: bytes = response.data
-        finally:
-            response.release_conn()
-        return data.decode(errors="replace")
+        return await read_container_log(self._core, self._settings.job_namespace, pod, CONTAINER)
 
     async def _delete(self, name: str) -> None:
-        try:
-            await asyncio.to_thread(
-                self._batch.delete_namespaced_job,
-                name,
-                self._settings.job_namespace,
-                propagation_policy="Background",
-            )
-        except ApiException as err:
-            if err.status != 404:
-                # Its TTL removes it later; the verdict is what matters.
-                activity.logger.warning("could not delete job %s: %s", name, err.reason)
+        # Its TTL removes it later; the verdict is what matters.
+        await delete_job(self._batch, self._settings.job_namespace, name)
 
 
 def _result(verdict: Verdict, gpus: int, job: str = "") -> a.NcclCheckResult:

@@ -179,39 +179,11 @@ class JobExecutor:
 
     async def _log(self, pod: str) -> str | None:
         """The pod's container log, or None when the pod is gone."""
-        try:
-            # Unparsed: the client's deserializer json.loads() every response, so a
-            # log that happens to be JSON would come back as a Python repr.
-            response = await asyncio.to_thread(
-                self._core.read_namespaced_pod_log,
-                pod,
-                self._settings.job_namespace,
-                container=CONTAINER,
-                _preload_content=False,
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise api_error(f"read log of pod {pod}", err) from err
-        try:
-            data: bytes = response.data
-        finally:
-            # Unpreloaded responses hold their pooled connection until released.
-            response.release_conn()
-        return data.decode(errors="replace")
+        return await read_container_log(self._core, self._settings.job_namespace, pod, CONTAINER)
 
     async def _delete(self, name: str) -> None:
-        try:
-            await asyncio.to_thread(
-                self._batch.delete_namespaced_job,
-                name,
-                self._settings.job_namespace,
-                propagation_policy="Background",
-            )
-        except ApiException as err:
-            if err.status != 404:
-                # The TTL removes it later; the command's result is what matters.
-                activity.logger.warning("could not delete job %s: %s", name, err.reason)
+        # The TTL removes it later; the command's result is what matters.
+        await delete_job(self._batch, self._settings.job_namespace, name)
 
 
 def _details(name: str, command: HostCommand, pods: list[str] | None = None) -> dict[str, Any]:
@@ -250,3 +222,54 @@ def _finished(job: Any) -> Any | None:
         if cond.type in ("Complete", "Failed") and cond.status == "True":
             return cond
     return None
+
+
+async def read_container_log(core: Any, namespace: str, pod: str, container: str) -> str | None:
+    """A pod's container log, or None when the pod is gone.
+
+    Args:
+        core: The official client's ``CoreV1Api``.
+        namespace: The pod's namespace.
+        pod: The pod's name.
+        container: The container whose log is read.
+
+    Raises:
+        ApplicationError: The API refused the read (see ``api_error``).
+    """
+    try:
+        # Unparsed: the client's deserializer json.loads() every response, so a
+        # log that happens to be JSON would come back as a Python repr.
+        response = await asyncio.to_thread(
+            core.read_namespaced_pod_log,
+            pod,
+            namespace,
+            container=container,
+            _preload_content=False,
+        )
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise api_error(f"read log of pod {pod}", err) from err
+    try:
+        data: bytes = response.data
+    finally:
+        # Unpreloaded responses hold their pooled connection until released.
+        response.release_conn()
+    return data.decode(errors="replace")
+
+
+async def delete_job(batch: Any, namespace: str, name: str) -> None:
+    """Delete a Job and its pods; a failure is logged, not raised (its TTL removes it later).
+
+    Args:
+        batch: The official client's ``BatchV1Api``.
+        namespace: The Job's namespace.
+        name: The Job's name.
+    """
+    try:
+        await asyncio.to_thread(
+            batch.delete_namespaced_job, name, namespace, propagation_policy="Background"
+        )
+    except ApiException as err:
+        if err.status != 404:
+            activity.logger.warning("could not delete job %s: %s", name, err.reason)
