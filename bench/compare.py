@@ -57,6 +57,8 @@ async def measure(
     report: Path | None = None,
     policies: str | None = None,
     parallel: int | None = None,
+    new_node_fault_probability: float = 0.0,
+    reboot_fault_probability: float = 0.0,
 ) -> tuple[dict[str, Any], CompareRun, list[PolicyResult]]:
     """Run one comparison of every baseline; wall, CPU and RSS with the full JSON rows.
 
@@ -81,6 +83,8 @@ async def measure(
         refresh_interval=2.0,
         live=False,
         parallel=parallel,
+        new_node_fault_probability=new_node_fault_probability,
+        reboot_fault_probability=reboot_fault_probability,
     )
     compare = CompareRun(options, ui=Console(quiet=True))
     cpu0, started = _cpu(), time.monotonic()
@@ -100,6 +104,8 @@ async def measure(
         "days": days,
         "time_factor": time_factor,
         "multiplier": multiplier,
+        "new_node_fault_probability": new_node_fault_probability,
+        "reboot_fault_probability": reboot_fault_probability,
         "policies": len(results),
         "parallel": compare.lanes,
         "wall_s": round(wall, 1),
@@ -190,6 +196,18 @@ def main() -> None:
         help="policies at once, each in a child process (default: as cores and memory allow; "
         "1: one after another in this process)",
     )
+    parser.add_argument(
+        "--new-node-fault-probability",
+        type=float,
+        default=0.0,
+        help="chance a launched node comes up faulty (an assumption: no public figure)",
+    )
+    parser.add_argument(
+        "--reboot-fault-probability",
+        type=float,
+        default=0.0,
+        help="chance a rebooted node comes back faulty (an assumption: no public figure)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON result here")
     parser.add_argument(
         "--factor-check",
@@ -225,6 +243,8 @@ def main() -> None:
             report=args.report,
             policies=args.policies,
             parallel=args.parallel,
+            new_node_fault_probability=args.new_node_fault_probability,
+            reboot_fault_probability=args.reboot_fault_probability,
         )
     )
     text = json.dumps(result, indent=2)

@@ -44,8 +44,9 @@ def compare(
         str,
         typer.Option(
             "--policies",
-            help="Comma-separated baseline names (no-automation, replace-always, "
-            "reboot-then-replace, graded) or policy files.",
+            help="Comma-separated built-in policies (the baselines no-automation, "
+            "replace-always, reboot-then-replace, graded; also graded-no-admission, graded "
+            "with the burn-in gate off) or policy files.",
         ),
     ] = "no-automation,replace-always,reboot-then-replace,graded",
     time_factor: Annotated[
@@ -96,6 +97,21 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    new_node_fault_probability: Annotated[
+        float,
+        typer.Option(
+            "--new-node-fault-probability",
+            help="Chance a node Karpenter launches comes up faulty (dead on arrival; default "
+            "0: no public figure, so any value is an assumption the report states).",
+        ),
+    ] = 0.0,
+    reboot_fault_probability: Annotated[
+        float,
+        typer.Option(
+            "--reboot-fault-probability",
+            help="Chance a node comes back from a reboot faulty (default 0, as above).",
+        ),
+    ] = 0.0,
 ) -> None:
     """Run one fault timeline under several policies, each through the real system.
 
@@ -124,6 +140,8 @@ def compare(
             operator=operator,
             settle_timeout=settle_timeout,
             parallel=parallel,
+            new_node_fault_probability=new_node_fault_probability,
+            reboot_fault_probability=reboot_fault_probability,
         )
         # Imported here: the simulator and the worker's dependencies load only now.
         from whatif.cli_run import CliCompare

@@ -7,7 +7,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from demo.summary import duration_text
 from whatif.options import CompareOptions
-from whatif.results import table
+from whatif.results import admission_table, table
 from whatif.runner import CompareRun, PolicyResult
 from whatif.runner import Progress as RunProgress
 
@@ -52,6 +52,9 @@ class CliCompare:
         with self._bar:
             results = await compare.run()
         self.ui.print(table(results, title=f"What-if comparison, timeline {timeline.digest}"))
+        admission = admission_table(results)
+        if admission is not None:
+            self.ui.print(admission)
         if options.report is not None:
             from whatif.report import write_report
 

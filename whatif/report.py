@@ -91,6 +91,46 @@ def _table(results: list[PolicyResult]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _admission_table(results: list[PolicyResult]) -> str:
+    """Burn-in figures of the policies with the admission gate on (empty when none has it)."""
+    gated = [r for r in results if r.summary.admission is not None]
+    if not gated:
+        return ""
+    headers = (
+        "policy",
+        "faulty arrivals (launch / reboot)",
+        "nodes admitted",
+        "dead on arrival",
+        "burn-in failures",
+        "Ready to schedulable p50 / p95",
+    )
+    rows = []
+    for r in results:
+        a = r.summary.admission
+        arrivals = (
+            f"{r.faulty_arrivals.get('arrival', 0)} / {r.faulty_arrivals.get('reboot_arrival', 0)}"
+        )
+        cells = (
+            (r.name, arrivals, "gate off", "-", "-", "-")
+            if a is None
+            else (
+                r.name,
+                arrivals,
+                str(a.nodes_admitted),
+                str(a.dead_on_arrival),
+                str(a.burn_in_failures),
+                f"{duration_text(a.ready_to_schedulable_p50_s)} / "
+                f"{duration_text(a.ready_to_schedulable_p95_s)}",
+            )
+        )
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return (
+        "<h2>Node admission (burn-in before work)</h2>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def render(
     compare: CompareRun, results: list[PolicyResult], check: FactorCheck | None = None
 ) -> str:
@@ -114,6 +154,11 @@ def render(
         + f"); timeline digest <code>{tl.digest}</code>, the same for every policy. Planned "
         f"faults whose node was rebooting or being replaced at that moment could not happen "
         f"(skipped: {html.escape(skipped)}).",
+        "Faulty arrivals (assumed: no public figure): a node Karpenter launches comes up "
+        f"faulty with probability {options.new_node_fault_probability:g}, a node back from a "
+        f"reboot with {options.reboot_fault_probability:g}; drawn per launch number and per "
+        "node and reboot number from the seed, so every policy meets the same bad capacity "
+        "for the same launches.",
         f"Simulated time per policy: {duration_text(compare.duration.total_seconds())}; time "
         f"factor {options.time_factor:g} (1 real second = "
         f"{duration_text(options.time_factor)} simulated). Every policy duration is divided "
@@ -149,6 +194,7 @@ system (Temporal dev server, worker, workflows, activities, node-condition watch
 its own fresh simulated fleet.</p>
 <ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
 {_table(results)}
+{_admission_table(results)}
 {charts}
 {html_section(check)}
 <h2>What the simulator models</h2><ul>{models}</ul>

@@ -37,6 +37,7 @@ def policy_json(result: PolicyResult) -> dict[str, Any]:
         "gpu_hours_lost": result.gpu_hours_lost,
         "faults_skipped": result.faults_skipped,
         "operator": result.operator,
+        "faulty_arrivals": result.faulty_arrivals,
         "timeline": result.timeline.model_dump(mode="json"),
         "settled": result.settled,
         "clock": result.clock,
@@ -104,5 +105,39 @@ def table(results: list[PolicyResult], *, title: str) -> Table:
             str(s.breaker_trips),
             str(s.max_nodes_terminating),
             f"{r.clock.get('achieved_factor', 0):,.0f}/{r.clock.get('requested_factor', 0):,.0f}",
+        )
+    return grid
+
+
+def admission_table(results: list[PolicyResult]) -> Table | None:
+    """Burn-in figures per policy, when at least one policy has the admission gate on."""
+    if all(r.summary.admission is None for r in results):
+        return None
+    grid = Table(title="Node admission (burn-in before work)", title_justify="left")
+    for header in (
+        "policy",
+        "faulty: launch+reboot",
+        "admitted",
+        "DOA",
+        "burn-in failed",
+        "wait p50/p95",
+    ):
+        grid.add_column(header, justify="left" if header == "policy" else "right")
+    for r in results:
+        a = r.summary.admission
+        arrivals = (
+            f"{r.faulty_arrivals.get('arrival', 0)}+{r.faulty_arrivals.get('reboot_arrival', 0)}"
+        )
+        if a is None:
+            grid.add_row(r.name, arrivals, "gate off", "-", "-", "-")
+            continue
+        grid.add_row(
+            r.name,
+            arrivals,
+            str(a.nodes_admitted),
+            str(a.dead_on_arrival),
+            str(a.burn_in_failures),
+            f"{duration_text(a.ready_to_schedulable_p50_s)}/"
+            f"{duration_text(a.ready_to_schedulable_p95_s)}",
         )
     return grid

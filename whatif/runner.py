@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from temporalio.client import Client
 
+from demo.admission_summary import AdmissionSummary, admission_results, summarize_admissions
 from demo.incidents import Incident, IncidentBook
 from demo.policy import scale_policy
 from demo.run import real_poll_interval, real_watcher_tick
@@ -90,6 +91,8 @@ class PolicyResult(BaseModel):
     clock: dict[str, float | int]
     """The simulated clock's pacing (``SimClock.lag_report``): requested and achieved
     time factor, simulated time held back, how late the simulator's events ran."""
+    faulty_arrivals: dict[str, int] = {}
+    """Nodes that came up faulty, by how (``arrival``: launched, ``reboot_arrival``)."""
     timing: dict[str, float] = {}
     """Real seconds of the run's phases: ``start`` (fleet, worker, watcher),
     ``window`` (the simulated duration, on the simulator's scheduler), ``settle`` (open
@@ -267,6 +270,7 @@ class CompareRun:
             clock = stack.fleet.clock.lag_report()
             incidents = await stack.book.refresh_list()
             await stack.book.refresh_states()
+            admission = await self._admission(index, client, tag)
         finally:
             stopping = time.monotonic()
             if relay is not None:
@@ -283,8 +287,16 @@ class CompareRun:
             started,
             clock,
             stack.fleet.clock.sim_at,
+            admission,
         )
         return result.model_copy(update={"timing": {k: round(v, 1) for k, v in timing.items()}})
+
+    async def _admission(self, index: int, client: Client, tag: str) -> AdmissionSummary | None:
+        """The burn-in figures, as the demo's summary has them (None: the gate is off)."""
+        if not self.scaled[index].admission.enabled:
+            return None
+        results, running = await admission_results(client, tag)
+        return summarize_admissions(results, time_factor=self.options.time_factor, running=running)
 
     async def _watch(
         self, stack: DemoStack, timing: dict[str, float]
@@ -386,6 +398,7 @@ class CompareRun:
         started: float,
         clock: dict[str, float | int],
         sim_time: Callable[[datetime], float],
+        admission: AdmissionSummary | None,
     ) -> PolicyResult:
         summary = summarize(
             incidents,
@@ -396,6 +409,7 @@ class CompareRun:
             temporal_address=f"whatif-{self.tag}-{index}",
             temporal_ui=None,
             sim_time=sim_time,
+            admission=admission,
         )
         counters = at_end.counters
         operator = {
@@ -412,6 +426,11 @@ class CompareRun:
             gpu_hours_lost=round(gpu_hours_lost(at_end, gpus_per_node(self.fleet_config)), 2),
             faults_skipped=counters.get("mix.skipped", 0),
             operator=operator,
+            faulty_arrivals={
+                key.removeprefix("arrivals.").removesuffix("_faulty"): value
+                for key, value in sorted(counters.items())
+                if key.startswith("arrivals.")
+            },
             timeline=self.timeline,
             settled=settled,
             samples=samples,

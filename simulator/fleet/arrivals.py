@@ -2,14 +2,23 @@
 
 A node that arrives broken (dead on arrival) is what the admission gate is
 for: without it the node takes the next gang job and fails it. Which arrivals
-are faulty is drawn from the fleet's seeded generator (or listed by launch
-number in the configuration, for scenarios that must show one); the fault is
-injected like any other, so the node agent, DCGM and the EFA checks report it.
+are faulty is drawn from the seed (or listed by launch number in the
+configuration, for scenarios that must show one); the fault is injected like any
+other, so the node agent, DCGM and the EFA checks report it.
+
+Each arrival draws from a generator of its own, seeded with the fleet's seed and
+the arrival's place (the fleet's Nth launch; a node's Nth reboot), not from the
+fleet's shared generator: what else a policy did before (how many boot ids it
+drew) cannot change whether the Nth launch is faulty, so a comparison's policies
+meet the same bad capacity for the same launches. A policy that launches or
+reboots more meets more of it, which is the trade-off the gate is measured on.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+from collections import Counter
 
 from simulator.fleet.config import AdmissionSimConfig
 from simulator.fleet.faults import FaultKind
@@ -31,31 +40,35 @@ class Arrivals:
         self._config = config
         self._kinds = [FaultKind(kind) for kind in config.faults]
         self._launches = 0
+        self._reboots: Counter[str] = Counter()
 
     def launched(self, name: str) -> None:
         """A Karpenter launch registered node ``name`` (its first boot)."""
-        fleet = self._fleet
-        with fleet.lock:
+        with self._fleet.lock:
             self._launches += 1
-            listed = self._launches in self._config.faulty_launches
-            faulty = listed or fleet.rng.random() < self._config.new_node_fault_probability
-        if faulty:
-            self._break(name, "arrival")
+            number = self._launches
+        rng = self._draws(f"launch/{number}")
+        listed = number in self._config.faulty_launches
+        if rng.random() < self._config.new_node_fault_probability or listed:
+            self._break(name, "arrival", rng)
 
     def rebooted(self, name: str) -> None:
         """Node ``name`` came back from a reboot."""
-        fleet = self._fleet
-        with fleet.lock:
-            faulty = fleet.rng.random() < self._config.reboot_fault_probability
-        if faulty:
-            self._break(name, "reboot_arrival")
+        with self._fleet.lock:
+            self._reboots[name] += 1
+            number = self._reboots[name]
+        rng = self._draws(f"reboot/{name}/{number}")
+        if rng.random() < self._config.reboot_fault_probability:
+            self._break(name, "reboot_arrival", rng)
 
-    def _break(self, name: str, source: str) -> None:
+    def _draws(self, place: str) -> random.Random:
+        """The generator of one arrival: the seed and the arrival's place alone."""
+        return random.Random(f"{self._fleet.config.seed}/{place}")
+
+    def _break(self, name: str, source: str, rng: random.Random) -> None:
         fleet = self._fleet
-        gpus = fleet.node_gpus(name)
-        with fleet.lock:
-            kind = self._kinds[fleet.rng.randrange(len(self._kinds))]
-            gpu = fleet.rng.randrange(gpus)
+        kind = self._kinds[rng.randrange(len(self._kinds))]
+        gpu = rng.randrange(fleet.node_gpus(name))
         log.info("%s comes up faulty: %s", name, kind.value)
         fleet.count(f"arrivals.{source}_faulty")
         fleet.inject(kind, name, gpu=gpu, source=source)

@@ -145,8 +145,4 @@ class InventoryFleet(FleetCore, Protocol):
 
 
 class ArrivalsFleet(InjectorFleet, Protocol):
-    """What faulty arrivals need: the fleet's seeded generator and a way to inject."""
-
-    @property
-    def rng(self) -> random.Random:
-        """The fleet's seeded generator (which arrivals are faulty)."""
+    """What faulty arrivals need: the seed (in ``config``) and a way to inject."""

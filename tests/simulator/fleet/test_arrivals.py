@@ -18,7 +18,7 @@ from simulator.fleet import Fleet
 from simulator.fleet.config import AdmissionSimConfig
 from simulator.kube_api import NODECLAIMS, NODEPOOLS, NODES
 from tests.conftest import assert_eventually
-from tests.simulator.fleet.conftest import Real
+from tests.simulator.fleet.conftest import Real, small_config
 from whatif.runner import available_now
 
 TAINT = {"key": STARTUP_TAINT_KEY, "effect": "NoSchedule"}
@@ -125,3 +125,26 @@ async def test_a_rebooted_node_comes_up_faulty_with_the_configured_probability(
     assert fleet.boot_id("p5-0001") != before
     assert fleet.node("p5-0001").real_fault
     assert fleet.snapshot().counters["arrivals.reboot_arrival_faulty"] == 1
+
+
+async def test_whether_a_launch_is_faulty_does_not_depend_on_other_draws_of_the_fleet() -> None:
+    # Two policies differ in how many boot ids (shared generator draws) they cause
+    # before a launch; the Nth launch must meet the same fault either way. With the
+    # tests' seed (7) and 0.6, the first launch is faulty and the second is not.
+    config = AdmissionSimConfig(new_node_fault_probability=0.6)
+    outcomes = []
+    for extra_draws in (0, 7):
+        # One fleet at a time: fleets share moto's EC2 backend.
+        fleet = Fleet(small_config(admission=config)).start()
+        try:
+            for _ in range(extra_draws):
+                fleet.rng.random()
+            await replaced(fleet, "h100-0001", "h100-0003")
+            await replaced(fleet, "h100-0002", "h100-0004")
+            outcomes.append(
+                [(f.node, f.kind, f.gpu) for f in fleet.fault_log() if f.source == "arrival"]
+            )
+        finally:
+            fleet.stop()
+    assert outcomes[0] == outcomes[1]
+    assert [node for node, _, _ in outcomes[0]] == ["h100-0003"]
