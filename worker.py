@@ -10,7 +10,11 @@ simply continue on another worker.
 Where the cluster and the cloud are comes from ``GPU_REMEDIATION_*`` variables
 (``gpu_remediation.settings.Settings``): in-cluster credentials or kubeconfig by
 default, the AWS SDK's usual credential chain, SSM for host commands unless
-``GPU_REMEDIATION_HOST_EXECUTOR=job``.
+``GPU_REMEDIATION_HOST_EXECUTOR=job``. The worker's tuning comes from the same
+place (``GPU_REMEDIATION_MAX_CONCURRENT_WORKFLOW_TASKS``,
+``..._MAX_CONCURRENT_ACTIVITIES``, ``..._WORKFLOW_TASK_POLLERS``,
+``..._ACTIVITY_TASK_POLLERS``, ``..._MAX_CACHED_WORKFLOWS``; unset: the SDK's
+defaults; see docs/scaling.md).
 
 Run: ``python worker.py`` (or ``make worker``).
 """
@@ -30,7 +34,7 @@ from botocore.config import Config as BotoConfig
 from kubernetes import client as k8s
 from kubernetes import config as kube_config
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.aws import Ec2Activities, SsmExecutor
 from activities.host import HostActivities
@@ -100,6 +104,34 @@ def build_worker(
     )
 
 
+def worker_tuning(settings: Settings) -> dict[str, Any]:
+    """The ``Worker`` options the settings tune; unset settings keep the SDK's defaults.
+
+    Args:
+        settings: ``Settings.from_env()``: ``GPU_REMEDIATION_MAX_CONCURRENT_*``,
+            ``..._TASK_POLLERS`` and ``..._MAX_CACHED_WORKFLOWS``.
+
+    Returns:
+        Keyword arguments for ``build_worker`` (and so for ``Worker``).
+    """
+    options: dict[str, Any] = {}
+    if settings.max_concurrent_workflow_tasks is not None:
+        options["max_concurrent_workflow_tasks"] = settings.max_concurrent_workflow_tasks
+    if settings.max_concurrent_activities is not None:
+        options["max_concurrent_activities"] = settings.max_concurrent_activities
+    if settings.workflow_task_pollers is not None:
+        options["workflow_task_poller_behavior"] = PollerBehaviorSimpleMaximum(
+            maximum=settings.workflow_task_pollers
+        )
+    if settings.activity_task_pollers is not None:
+        options["activity_task_poller_behavior"] = PollerBehaviorSimpleMaximum(
+            maximum=settings.activity_task_pollers
+        )
+    if settings.max_cached_workflows is not None:
+        options["max_cached_workflows"] = settings.max_cached_workflows
+    return options
+
+
 def production_activities(settings: Settings) -> list[Callable[..., Any]]:
     """The real activities: Kubernetes, EC2, and host commands via SSM or Jobs.
 
@@ -161,7 +193,8 @@ async def main() -> None:
     install_service_runtime(settings.metrics_bind, histogram_buckets=HISTOGRAM_BUCKETS)
     client = await connect()
     task_queue = os.environ.get("GPU_REMEDIATION_TASK_QUEUE", TASK_QUEUE)
-    worker = build_worker(client, production_activities(settings), task_queue)
+    tuning = worker_tuning(settings)
+    worker = build_worker(client, production_activities(settings), task_queue, **tuning)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -172,7 +205,7 @@ async def main() -> None:
         await health.start()
     try:
         async with worker:
-            log.info("worker polling task queue %s", task_queue)
+            log.info("worker polling task queue %s (tuning: %s)", task_queue, tuning or "defaults")
             await stop.wait()
             log.info("shutting down (up to %s for running activities)", GRACEFUL_SHUTDOWN)
     finally:

@@ -1,6 +1,6 @@
 """Run the benchmarks, print a summary and write bench/results/latest.json.
 
-``make bench`` runs all three at full size (about 6 minutes on 2 cores);
+``make bench`` runs them all at full size;
 ``--quick`` is a smoke run (about a minute); ``--only NAME`` (repeatable) picks
 benchmarks; ``--strict`` exits with 1 when a target is missed. A quick or
 partial run writes ``latest-quick.json`` / ``latest-partial.json`` instead, so
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bench import agent, alert_storm, ladder, memory, semaphore, simulator
+from bench import agent, alert_storm, ladder, memory, semaphore, simulator, workers
 from bench import compare as compare_bench
 from bench import demo as demo_bench
 from bench.common import RESULTS_DIR, machine_notes
@@ -26,6 +26,8 @@ from bench.common import RESULTS_DIR, machine_notes
 BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
     "ladder": lambda quick: ladder.run(quick=quick),
     "semaphore": lambda quick: semaphore.run(quick=quick),
+    "semaphore_1000": lambda quick: semaphore.run_1000(quick=quick),
+    "workers": lambda quick: workers.run(quick=quick),
     "memory": lambda quick: memory.run(quick=quick),
     "simulator": lambda quick: simulator.run(quick=quick),
     "alert_storm": lambda quick: alert_storm.run(quick=quick),
@@ -51,28 +53,11 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
             ("ladder", "ratio ladder / baseline (wall)", f"{r['ratio']:.2f}", "<= 1.5"),
             ("ladder", "ratio ladder / baseline (CPU)", f"{r['cpu_ratio']:.2f}", ""),
         ]
-    if "semaphore" in results:
-        r = results["semaphore"]
-        rows += [
-            (
-                "semaphore",
-                f"cycles/s, {r['holders']} queued, cap {r['capacity']}",
-                f"{r['cycles_per_s']:.1f}",
-                ">= 20",
-            ),
-            (
-                "semaphore",
-                "end to end incl. starting requesters",
-                f"{r['end_to_end_cycles_per_s']:.1f}/s",
-                "",
-            ),
-            (
-                "semaphore",
-                "max holders (queries / holder intervals)",
-                f"{r['max_holders_sampled']} / {r['max_overlap_from_holders']}",
-                f"<= {r['capacity']}",
-            ),
-        ]
+    for name in ("semaphore", "semaphore_1000"):
+        if name in results:
+            rows += semaphore.summary_rows(results[name])
+    if "workers" in results:
+        rows += workers.summary_rows(results["workers"])
     if "memory" in results:
         r = results["memory"]
         rows += [

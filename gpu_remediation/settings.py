@@ -1,5 +1,6 @@
-"""Worker settings: how the activities reach the cluster and the cloud.
+"""Worker settings: how the activities reach the cluster and the cloud, and the tuning.
 
+The tuning is the worker's task slots, pollers and cache (docs/scaling.md).
 Read from ``GPU_REMEDIATION_*`` environment variables (validated; a bad value
 stops the worker at start with the variable's name), so the same image runs
 against EKS, the fleet simulator or a test emulator.
@@ -23,7 +24,7 @@ BIND_PATTERN = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):[0-9]{1,5}$"
 
 
 class Settings(Model):
-    """Everything the activities need besides their clients."""
+    """Everything the activities need besides their clients, and the worker's tuning."""
 
     cluster: str = Field(default="default", min_length=1, max_length=100)
     kube_context: str | None = None
@@ -56,6 +57,19 @@ class Settings(Model):
         description="host:port of /healthz and /readyz (worker), plus /metrics (watcher).",
     )
     log_format: Literal["text", "json"] = "text"
+    # Worker tuning (docs/scaling.md): unset keeps the SDK's defaults (100 slots
+    # of each kind, 5 pollers of each kind, 1,000 cached workflows).
+    max_concurrent_workflow_tasks: int | None = Field(
+        default=None, ge=2, description="Workflow task slots (the SDK needs 2 with a cache)."
+    )
+    max_concurrent_activities: int | None = Field(default=None, ge=1)
+    workflow_task_pollers: int | None = Field(
+        default=None, ge=2, description="Concurrent workflow task polls (sticky and normal)."
+    )
+    activity_task_pollers: int | None = Field(default=None, ge=1)
+    max_cached_workflows: int | None = Field(
+        default=None, ge=0, description="Workflows kept in memory between tasks (0: none)."
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -1,6 +1,6 @@
 """The semaphore benchmark's exact cap check, counted from the semaphore's history."""
 
-from bench.semaphore import GRANT, RELEASE, peak_permits_out
+from bench.semaphore_history import GRANT, RELEASE, peak_permits_out
 
 
 def test_the_peak_is_the_most_grants_not_yet_released() -> None:
