@@ -24,6 +24,14 @@ The rules (also in docs/architecture.md, "Node-condition watcher"):
 - A reported episode whose fault detail changes (see :func:`fault_detail`)
   is reported again as an update; when it ends, one recovery report
   (``cleared=True``) is sent. An episode that ends unreported sends nothing.
+- A reported episode still a problem after the node rebooted (a new
+  ``status.nodeInfo.bootID``) is reported again once the problem has held
+  its grace period on the new boot: the fault survived the reboot, which is
+  news to the incident (in its cooldown it climbs), or, when that incident has
+  closed, it starts a new one. The boot, not the condition, tells: a
+  restarted Node Problem Detector rewrites the same status (or flaps within
+  the grace), so the episode itself looks unbroken. Its clear keeps the
+  episode's first report id.
 - Report ids are derived from node, condition type and episode start, so a
   restarted watcher that reports the same episode again is deduplicated by
   the incident.
@@ -166,6 +174,9 @@ class _Episode:
     healthy_since: datetime | None = None
     healthy: ObservedCondition | None = None  # None: the condition vanished
     reported_detail: str | None = None  # None: not reported yet
+    boot: str | None = None  # boot id at the latest report (until reported: the latest seen)
+    latest_boot: str | None = None  # the boot id of the latest problem observation
+    new_boot_since: datetime | None = None  # first seen a problem on a later boot, not yet reported
 
 
 def _iso(moment: datetime) -> str:
@@ -211,17 +222,29 @@ class ConditionTracker:
     # ---------------------------------------------------------------- inputs
 
     def observe(
-        self, node: str, conditions: Iterable[ObservedCondition], now: datetime
+        self,
+        node: str,
+        conditions: Iterable[ObservedCondition],
+        now: datetime,
+        *,
+        boot_id: str | None = None,
     ) -> list[ConditionReport]:
         """Take a node's current conditions; return what to send now.
 
         Conditions of types no rule is about are ignored. A tracked condition
         missing from ``conditions`` counts as healthy.
+
+        Args:
+            node: Node name.
+            conditions: Its ``status.conditions``.
+            now: The current time.
+            boot_id: Its ``status.nodeInfo.bootID`` (None: unknown); a reported
+                problem seen on a later boot is reported again after its grace.
         """
         current = {c.type: c for c in conditions if self._triggers.watches(c.type)}
         reports: list[ConditionReport] = []
         for condition in current.values():
-            reports += self._observe_one(node, condition.type, condition, now)
+            reports += self._observe_one(node, condition.type, condition, now, boot_id)
         for condition_type in list(self._episodes.get(node, {})):
             if condition_type not in current:
                 reports += self._observe_one(node, condition_type, None, now)
@@ -237,18 +260,24 @@ class ConditionTracker:
         self._healthy_seen.pop(node, None)
 
     def resync(
-        self, nodes: Mapping[str, Sequence[ObservedCondition]], now: datetime
+        self,
+        nodes: Mapping[str, Sequence[ObservedCondition]],
+        now: datetime,
+        *,
+        boot_ids: Mapping[str, str | None] | None = None,
     ) -> list[ConditionReport]:
         """Replace the view of the fleet with a fresh list (after a re-list).
 
-        Nodes missing from ``nodes`` are forgotten; the others are observed.
+        Nodes missing from ``nodes`` are forgotten; the others are observed
+        (with their boot id from ``boot_ids``, as :meth:`observe` takes it).
         """
         for node in set(self._episodes) | set(self._healthy_seen):
             if node not in nodes:
                 self.forget(node)
+        boots = boot_ids or {}
         reports: list[ConditionReport] = []
         for node, conditions in nodes.items():
-            reports += self.observe(node, conditions, now)
+            reports += self.observe(node, conditions, now, boot_id=boots.get(node))
         return reports
 
     def adopt(
@@ -341,10 +370,12 @@ class ConditionTracker:
     def next_deadline(self) -> datetime | None:
         """The earliest time a tick could produce a report (None: nothing pending)."""
         deadlines = [
-            ep.start + ep.grace if ep.healthy_since is None else ep.healthy_since + ep.grace
+            _deadline(ep)
             for episodes in self._episodes.values()
             for ep in episodes.values()
-            if ep.healthy_since is not None or ep.reported_detail is None
+            if ep.healthy_since is not None
+            or ep.reported_detail is None
+            or ep.new_boot_since is not None
         ]
         return min(deadlines, default=None)
 
@@ -356,6 +387,7 @@ class ConditionTracker:
         condition_type: str,
         condition: ObservedCondition | None,
         now: datetime,
+        boot_id: str | None = None,
     ) -> list[ConditionReport]:
         rule = (
             None
@@ -378,6 +410,7 @@ class ConditionTracker:
             episode.healthy = None
             episode.latest = condition
             episode.grace = rule.grace
+            _note_boot(episode, boot_id, now)
             return self._maybe_report(node, episode, now)
         if condition is not None:
             self._healthy_seen.setdefault(node, {})[condition_type] = now
@@ -403,7 +436,11 @@ class ConditionTracker:
         return transition
 
     def _maybe_report(self, node: str, episode: _Episode, now: datetime) -> list[ConditionReport]:
-        if episode.healthy_since is not None or now - episode.start < episode.grace:
+        if episode.healthy_since is not None:
+            return []
+        if episode.new_boot_since is not None:
+            return self._maybe_report_after_reboot(node, episode, now)
+        if now - episode.start < episode.grace:
             return []
         detail = fault_detail(episode.latest)
         if episode.reported_detail is None:
@@ -413,6 +450,21 @@ class ConditionTracker:
             episode.reported_detail = detail
             return [self._report(node, episode, "update", now, suffix=f":update:{_iso(now)}")]
         return []
+
+    def _maybe_report_after_reboot(
+        self, node: str, episode: _Episode, now: datetime
+    ) -> list[ConditionReport]:
+        # A fresh report, observed when the problem was first seen on the new boot,
+        # with an id of its own: the incident takes it as news, or, if it closed,
+        # signal-with-start opens the node's next incident with it.
+        since = episode.new_boot_since
+        assert since is not None
+        if now - since < episode.grace:
+            return []
+        episode.new_boot_since = None
+        episode.boot = episode.latest_boot
+        episode.reported_detail = fault_detail(episode.latest)
+        return [self._report(node, episode, "report", since, suffix=f":boot:{_iso(since)}")]
 
     def _maybe_end(
         self, node: str, condition_type: str, episode: _Episode, now: datetime
@@ -471,3 +523,28 @@ class ConditionTracker:
             report_id=report_id(node, latest.type, episode.start, suffix),
             evidence=evidence,
         )
+
+
+def _note_boot(episode: _Episode, boot_id: str | None, now: datetime) -> None:
+    """Remember the boot a problem is seen on; a reported one seen on a later boot re-arms.
+
+    For a moment after a reboot the node still shows the condition written before
+    it (the kubelet posts the new boot id before the restarted agent writes); the
+    rule's grace, counted from this sighting, lets the agent's rewrite clear it.
+    """
+    if boot_id is None:
+        return
+    episode.latest_boot = boot_id
+    if episode.reported_detail is None or episode.boot is None:
+        episode.boot = boot_id
+    elif boot_id != episode.boot and episode.new_boot_since is None:
+        episode.new_boot_since = now
+
+
+def _deadline(episode: _Episode) -> datetime:
+    """When a tick could next send something for ``episode``."""
+    if episode.healthy_since is not None:
+        return episode.healthy_since + episode.grace
+    if episode.new_boot_since is not None:
+        return episode.new_boot_since + episode.grace
+    return episode.start + episode.grace

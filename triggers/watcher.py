@@ -58,6 +58,8 @@ class NodeConditions(Model):
 
     name: NodeName
     conditions: list[ObservedCondition]
+    boot_id: str | None = None
+    """``status.nodeInfo.bootID`` (None: unknown): the tracker tells a reboot by it."""
     raw: Any = Field(default=None, exclude=True, repr=False)
     """The Node object as listed (the admission hook reads its taints and boot id)."""
 
@@ -78,8 +80,11 @@ def parse_node(raw: Any) -> NodeConditions | None:
             conditions.append(ObservedCondition.model_validate(entry))
         except ValidationError as err:
             log.warning("node %s: ignoring a malformed condition %.200r: %s", name, entry, err)
+    boot_id = ((raw.get("status") or {}).get("nodeInfo") or {}).get("bootID")
+    if not isinstance(boot_id, str) or not boot_id:
+        boot_id = None
     try:
-        return NodeConditions(name=name, conditions=conditions, raw=raw)
+        return NodeConditions(name=name, conditions=conditions, boot_id=boot_id, raw=raw)
     except ValidationError as err:
         log.warning("ignoring a node with an invalid name %.200r: %s", name, err)
         return None
@@ -347,10 +352,12 @@ class NodeConditionWatcher:
                 self.admissions.saw(node.raw)
             listing = {n.name: n.conditions for n in event.nodes}
             self.unseen_recoveries.listed(listing)
-            return self.tracker.resync(listing, now)
+            boot_ids = {n.name: n.boot_id for n in event.nodes}
+            return self.tracker.resync(listing, now, boot_ids=boot_ids)
         if isinstance(event, Changed):
             self.admissions.saw(event.node.raw)
-            return self.tracker.observe(event.node.name, event.node.conditions, now)
+            node = event.node
+            return self.tracker.observe(node.name, node.conditions, now, boot_id=node.boot_id)
         self.tracker.forget(event.name)
         return []
 

@@ -45,6 +45,7 @@ class NodeIncident:
         self._health: NodeHealth | None = None
         self._rung: Rung | None = None
         self._last_rung: Rung | None = None
+        self._version_at_step = 0  # the record's version when the latest rung began
         self._stage = "triage"
         self._waiting_for: str | None = None
         self._paused = False

@@ -42,6 +42,8 @@ with workflow.unsafe.imports_passed_through():
 FIRST_EVIDENCE_WAIT = timedelta(minutes=1)
 # Outcomes after which the node is back in service and the cooldown applies.
 IN_SERVICE = (Outcome.REPAIRED, Outcome.RECOVERED, Outcome.NO_FAULT_FOUND)
+# Cooldown: a report that came in while an unverified step ran counts as the fault back.
+STEP_REPORTS_PATCH = "cooldown-sees-step-reports"
 
 
 @workflow.defn(name=NODE_WORKFLOW_TYPE)
@@ -292,6 +294,7 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
             self._plan_dry_run(rung)
             return rung
         attempt = self._record.begin(rung)
+        self._version_at_step = self._record.version
         if rung == Rung.DIAGNOSE:
             if await self._verify(attempt, "diagnose"):
                 await self._close_in_service(Outcome.NO_FAULT_FOUND, "diagnostics found no fault")
@@ -329,31 +332,49 @@ class NodeRemediationWorkflow(OperatorHandlers, JobCoordination, CorrectiveRungs
             return False
         self._set_stage("cooldown")
         self._show_outcome()
-        version = self._record.version
-        self._waiting_for = f"cooldown ({cooldown})"
-        self._update_details()
-        try:
-            await workflow.wait_condition(
-                lambda: (
-                    (self._record.version != version and not self._record.cleared)
-                    or self._abort is not None
-                ),
-                timeout=cooldown,
-                timeout_summary="cooldown after repair",
-            )
-        except TimeoutError:
-            return False
-        finally:
-            self._waiting_for = None
-        if self._abort is not None:
-            self._record.decide("cooldown", "closed", "aborted; the node is already in service")
-            return False
+        if self._reported_again_during_step():
+            returned = "reported again while the unverified step ran"
+        else:
+            version = self._record.version
+            self._waiting_for = f"cooldown ({cooldown})"
+            self._update_details()
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        (self._record.version != version and not self._record.cleared)
+                        or self._abort is not None
+                    ),
+                    timeout=cooldown,
+                    timeout_summary="cooldown after repair",
+                )
+            except TimeoutError:
+                return False
+            finally:
+                self._waiting_for = None
+            if self._abort is not None:
+                self._record.decide("cooldown", "closed", "aborted; the node is already in service")
+                return False
+            returned = f"within {cooldown} of {self._outcome}"
         self._classify()
-        self._record.decide("cooldown", "fault returned", f"within {cooldown} of {self._outcome}")
+        self._record.decide("cooldown", "fault returned", returned)
         self._outcome, self._quarantine, self._drained = None, None, False
         self._withdraw_outcome()
         self._jobs_coordinated, self._answer = False, None
         return True
+
+    def _reported_again_during_step(self) -> bool:
+        """Whether, with no verification, the fault was reported again while the step ran.
+
+        Without a diagnostic the trigger's condition is the only check: a report
+        that arrived after the step began (the watcher's report of the fault on
+        the new boot can beat the cooldown when real latency is stretched) is the
+        fault seen again, as one during the cooldown is.
+        """
+        if self._policy.verification.enabled or self._record.cleared:
+            return False
+        if self._record.version == self._version_at_step:
+            return False
+        return workflow.patched(STEP_REPORTS_PATCH)
 
     def _rung_after_relapse(self, start: Rung) -> Rung:
         """After a relapse in cooldown, climb past the rung that seemed to work."""
