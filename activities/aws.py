@@ -9,6 +9,7 @@ strictly: a malformed provider id is a non-retryable ``InvalidInput``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -80,19 +81,47 @@ class SsmExecutor:
                 execution failure without an exit code of the command itself.
         """
         instance_id = instance_id_from_provider_id(provider_id)
+        comment = _comment(node, command)
         command_id = resumable(command, "command_id")
+        if command_id is None and activity.info().attempt > 1:
+            # The heartbeat naming the command may never have reached Temporal (a server
+            # restart, found by `remediate demo --chaos`): look for it in SSM itself.
+            command_id = await self._sent_before(instance_id, comment)
         if command_id is None:
-            command_id = await self._send(node, instance_id, command)
+            command_id = await self._send(instance_id, command, comment)
         activity.heartbeat({"command_id": command_id, "command": command.model_dump()})
         return await self._wait(command_id, instance_id, command)
 
-    async def _send(self, node: str, instance_id: str, command: HostCommand) -> str:
+    async def _sent_before(self, instance_id: str, comment: str) -> str | None:
+        """The command an earlier attempt of this activity sent (its comment is unique)."""
+        since = activity.info().scheduled_time - timedelta(minutes=1)
+        token: str | None = None
+        try:
+            while True:
+                page = await asyncio.to_thread(
+                    self._ssm.list_commands,
+                    InstanceId=instance_id,
+                    Filters=[
+                        {"key": "InvokedAfter", "value": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                    ],
+                    **({"NextToken": token} if token else {}),
+                )
+                for sent in page.get("Commands", []):
+                    if sent.get("Comment") == comment:
+                        return str(sent["CommandId"])
+                token = page.get("NextToken")
+                if not token:
+                    return None
+        except ClientError as err:
+            raise _client_error("SSM list_commands", err) from err
+
+    async def _send(self, instance_id: str, command: HostCommand, comment: str) -> str:
         try:
             response = await asyncio.to_thread(
                 self._ssm.send_command,
                 InstanceIds=[instance_id],
                 DocumentName="AWS-RunShellScript",
-                Comment=f"gpu-remediation {command.kind} on {node}"[:100],
+                Comment=comment,
                 Parameters={
                     "commands": command.script(),
                     "executionTimeout": [str(int(self._execution_timeout.total_seconds()))],
@@ -128,6 +157,18 @@ class SsmExecutor:
                 await asyncio.sleep(self._poll)
                 continue
             return _outcome(command_id, invocation)
+
+
+def _comment(node: str, command: HostCommand) -> str:
+    """The command's SSM comment, ``gpu-remediation <kind> on <node> [<tag>]``.
+
+    The tag is the same for every attempt of one activity and differs between
+    activities, so a retry can find the command an earlier attempt sent.
+    """
+    info = activity.info()
+    key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+    tag = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"gpu-remediation {command.kind} on {node}"[:85] + f" [{tag}]"
 
 
 def _outcome(command_id: str, invocation: dict[str, Any]) -> CommandOutcome:

@@ -113,7 +113,7 @@ def demo(
             "--chaos-kinds",
             help="With --chaos: 'all' or a comma-separated list of worker_kill, "
             "watcher_restart, server_restart, kube_api_429, kube_api_500, kube_api_410, "
-            "ssm_throttle.",
+            "ssm_throttle, receiver_kill, kube_api_latency, ec2_throttle.",
         ),
     ] = "all",
     chaos_faults: Annotated[

@@ -4,9 +4,12 @@
 emulator + moto, GPU nodes in Karpenter pools), the production worker as a
 child process (``remediate worker`` with the fleet's settings) and the
 node-condition watcher (an asyncio task here, reporting through
-``IncidentStarter`` with the given policy). It stops them in the opposite
-order: the watcher, the worker (gracefully: SIGTERM lets running activities
-finish against the still-running fleet), then the fleet. The demo and the
+``IncidentStarter`` with the given policy) and, with ``StackOptions.alerts``
+(``--chaos`` turns it on), the Alertmanager webhook receiver as a child process
+fed by a simulated Alertmanager (``simulator.alertmanager``): a second trigger
+path into the same incidents. It stops them in the opposite order: the
+Alertmanager and the receiver, the watcher, the worker (gracefully: SIGTERM lets
+running activities finish against the still-running fleet), then the fleet. The demo and the
 end-to-end tests share it; the Temporal server is the caller's (the demo
 starts one with the UI on, the tests use the session's).
 """
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,9 +31,12 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 
 from demo.incidents import IncidentBook
+from demo.receiver_process import ReceiverProcess, ReceiverSettings
+from demo.server import free_port
 from demo.worker_process import WorkerProcess
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, TASK_QUEUE
 from gpu_remediation.policy import Policy
+from simulator.alertmanager import AlertmanagerTimings, SimulatedAlertmanager, fleet_alerts
 from simulator.fleet import Fleet, FleetConfig
 from triggers.starter import IncidentStarter
 
@@ -57,6 +65,9 @@ class StackOptions:
             in a process of its own).
         before_clock: Awaited once the worker polls and the watcher runs, just before
             simulated time starts (the comparison starts its relay process there).
+        alerts: Also run the Alertmanager webhook receiver (a child process) fed by a
+            simulated Alertmanager (``simulator.alertmanager``) with these timings: a
+            second trigger path beside the watcher. None: no receiver.
     """
 
     fleet: FleetConfig
@@ -70,6 +81,7 @@ class StackOptions:
     worker_env: dict[str, str] = field(default_factory=dict)
     relay: bool = True
     before_clock: Callable[[DemoStack], Awaitable[None]] | None = None
+    alerts: AlertmanagerTimings | None = None
 
 
 class DemoStack:
@@ -106,6 +118,10 @@ class DemoStack:
         self._watch_task: asyncio.Task[None] | None = None
         self.relay: CheckpointRelay | None = None
         self._relay_task: asyncio.Task[None] | None = None
+        self._address = address
+        self.receiver: ReceiverProcess | None = None
+        self._receiver_token = ""
+        self.alertmanager: SimulatedAlertmanager | None = None
 
     def worker_env(self) -> dict[str, str]:
         """The environment that points ``remediate worker`` at the fleet."""
@@ -129,8 +145,12 @@ class DemoStack:
         try:
             self.worker.env = self.worker_env()
             self.worker.start()
+            if self.options.alerts is not None:
+                self._spawn_receiver()  # starts while the worker does
             await self.worker.wait_polling(self.client)
             self.start_watcher()
+            if self.options.alerts is not None:
+                await self._start_alerting(self.options.alerts)
             if self.options.before_clock is not None:
                 await self.options.before_clock(self)
             self.fleet.start_clock()
@@ -165,17 +185,101 @@ class DemoStack:
         self.relay = CheckpointRelay(self._api, self.client, self.options.cluster)
         self._relay_task = asyncio.create_task(self.relay.run(self._watch_stop))
 
+    async def crash_watcher(self) -> int:
+        """End the watcher and the checkpoint relay as a crash would; returns the reports lost.
+
+        No stop signal: their tasks are cancelled mid-flight, their Kubernetes
+        client is closed, and what the watcher had not delivered yet (its outbox)
+        is dropped. :meth:`start_watcher` then brings up fresh ones that list every
+        node from scratch, as a restarted ``remediate watch`` does.
+        """
+        tasks = [t for t in (self._watch_task, self._relay_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        lost = self.watcher.pending if self.watcher is not None else 0
+        if self._api is not None:
+            self._api.close()
+        self._api = None
+        self._watch_task = self._relay_task = None
+        self.watcher = None
+        self.relay = None
+        return lost
+
     async def restart_worker(self) -> None:
         """Start a new worker process after the last one died, and wait until it polls."""
         self.worker.start()
         await self.worker.wait_polling(self.client)
 
+    def enable_alerts(self, timings: AlertmanagerTimings) -> None:
+        """Run the receiver and the simulated Alertmanager too (before :meth:`start`).
+
+        Raises:
+            RuntimeError: The stack has started already.
+        """
+        if self.worker.starts:
+            raise RuntimeError("alerts are enabled before the stack starts")
+        self.options = dataclasses.replace(self.options, alerts=timings)
+
+    def _spawn_receiver(self) -> None:
+        """Start the receiver's process (on a port of its own, kept across restarts)."""
+        settings = ReceiverSettings(
+            address=self._address,
+            namespace=self.client.namespace,
+            cluster=self.options.cluster,
+            task_queue=self.options.task_queue,
+            semaphore_workflow_id=self.options.semaphore_workflow_id,
+            policy=self.options.policy,
+            port=free_port(),
+        )
+        self._receiver_token = secrets.token_urlsafe(24)
+        self.receiver = ReceiverProcess(settings, self._receiver_token, self.options.run_dir)
+        self.receiver.start()
+
+    async def _start_alerting(self, timings: AlertmanagerTimings) -> None:
+        """Wait until the receiver serves, then start the Alertmanager that feeds it."""
+        assert self.receiver is not None
+        await self.receiver.wait_serving()
+        self.alertmanager = SimulatedAlertmanager(
+            self.receiver.url,
+            self._receiver_token,
+            fleet_alerts(self.fleet),
+            timings=timings,
+            seed=self.options.fleet.seed,
+        ).start()
+
+    async def restart_receiver(self) -> None:
+        """Start a new receiver process (same port) after the last one died; wait until it serves.
+
+        Raises:
+            RuntimeError: The stack runs no receiver.
+        """
+        if self.receiver is None:
+            raise RuntimeError("the stack runs no receiver (StackOptions.alerts)")
+        self.receiver.start()
+        await self.receiver.wait_serving()
+
     async def stop(self, *, force: bool = False) -> None:
         """Stop the watcher, the worker (SIGKILL when ``force``) and the fleet.
 
         Raises:
-            RuntimeError: The fleet simulator failed while running (its error).
+            RuntimeError: The fleet simulator or the simulated Alertmanager failed
+                while running (its error).
         """
+        alerting_error: RuntimeError | None = None
+        if self.alertmanager is not None:
+            try:
+                await asyncio.to_thread(self.alertmanager.stop)
+            except RuntimeError as err:
+                alerting_error = err  # everything else still stops first
+            self.alertmanager = None
+        if self.receiver is not None:
+            if force:
+                self.receiver.kill()
+            else:
+                await self.receiver.stop()
         if self._watch_task is not None:
             self._watch_stop.set()
             with contextlib.suppress(asyncio.CancelledError):
@@ -195,6 +299,8 @@ class DemoStack:
             self._api.close()
             self._api = None
         await asyncio.to_thread(self.fleet.stop)
+        if alerting_error is not None:
+            raise alerting_error
 
     async def __aenter__(self) -> DemoStack:
         return await self.start()

@@ -9,7 +9,11 @@ two methods on moto's in-process backend objects (never the boto3 clients):
 * ``send_command`` asks a ``HostSimulator`` for each targeted instance's
   result, and can keep the invocation invisible (``InvocationDoesNotExist``)
   or ``InProgress`` for a number of polls or seconds, as real SSM does;
-* ``reboot_instances`` tells the simulator which instances were rebooted.
+* ``reboot_instances`` tells the simulator which instances were rebooted;
+* ``run_instances``, ``terminate_instances`` and ``reboot_instances`` can answer
+  EC2's throttling error (``RequestLimitExceeded``, or another code such as
+  ``ThrottlingException``) for a number of calls, as EC2 does when an account's
+  request rate is exceeded (chaos runs: ``throttle_ec2``).
 
 ``tests/simulator/test_aws_adapter.py`` fails if a moto upgrade changes the
 internals relied on here.
@@ -28,6 +32,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 from moto.ssm.exceptions import SSMException
@@ -87,6 +92,12 @@ class MotoCloud:
         self.rebooted: list[str] = []
         self.throttle_send_command = 0
         """How many coming ``SendCommand`` calls answer ``ThrottlingException``."""
+        self.throttle_ec2 = 0
+        """How many coming EC2 Run/Terminate/RebootInstances calls are throttled."""
+        self.ec2_throttle_code = "RequestLimitExceeded"
+        """The error code they answer (EC2's own; ``ThrottlingException`` is the generic one)."""
+        self.ec2_throttled: list[str] = []
+        """The operations that were throttled, in order."""
         self._commands: dict[str, _CommandState] = {}
         self._lock = threading.Lock()
         self._server: ThreadedMotoServer | None = None
@@ -110,15 +121,21 @@ class MotoCloud:
             self._server.stop()
             self._server = None
 
-    def client(self, service: str, *, max_attempts: int = 5) -> Any:
-        """A boto3 client of ``service`` talking to this server over HTTP (adaptive retries)."""
+    def client(self, service: str, *, max_attempts: int = 5, mode: str = "adaptive") -> Any:
+        """A boto3 client of ``service`` talking to this server over HTTP.
+
+        Args:
+            service: ``ec2``, ``ssm``, ...
+            max_attempts: botocore's retries after a call's first attempt (0: none).
+            mode: botocore's retry mode (``adaptive`` also rate-limits after throttling).
+        """
         return boto3.client(
             service,
             region_name=self.region,
             endpoint_url=self.endpoint_url,
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
-            config=Config(retries={"mode": "adaptive", "max_attempts": max_attempts}),
+            config=Config(retries={"mode": mode, "max_attempts": max_attempts}),
         )
 
     def run_instances(self, count: int, instance_type: str = "p5.48xlarge") -> list[str]:
@@ -137,6 +154,25 @@ class MotoCloud:
         original_send = ssm.send_command
         original_get = ssm.get_command_invocation
         original_reboot = ec2.reboot_instances
+        original_run = ec2.run_instances
+        original_terminate = ec2.terminate_instances
+
+        def throttle_ec2_call(operation: str) -> None:
+            with self._lock:
+                throttled = self.throttle_ec2 > 0
+                self.throttle_ec2 -= 1 if throttled else 0
+                if throttled:
+                    self.ec2_throttled.append(operation)
+            if throttled:
+                raise EC2ClientError(self.ec2_throttle_code, "Request limit exceeded.")
+
+        def run_instances(*args: Any, **kwargs: Any) -> Any:
+            throttle_ec2_call("RunInstances")
+            return original_run(*args, **kwargs)
+
+        def terminate_instances(instance_ids: list[str]) -> Any:
+            throttle_ec2_call("TerminateInstances")
+            return original_terminate(instance_ids)
 
         def send_command(**kwargs: Any) -> Any:
             with self._lock:
@@ -190,6 +226,7 @@ class MotoCloud:
             return invocation
 
         def reboot_instances(instance_ids: list[str]) -> Any:
+            throttle_ec2_call("RebootInstances")
             rebooted = original_reboot(instance_ids)
             for instance in rebooted:
                 self.rebooted.append(instance.id)
@@ -201,10 +238,14 @@ class MotoCloud:
         ssm.send_command = send_command  # type: ignore[method-assign,assignment]
         ssm.get_command_invocation = get_command_invocation  # type: ignore[method-assign]
         ec2.reboot_instances = reboot_instances  # type: ignore[method-assign]
+        ec2.run_instances = run_instances  # type: ignore[method-assign]
+        ec2.terminate_instances = terminate_instances  # type: ignore[method-assign]
         self._restore += [
             lambda: delattr(ssm, "send_command"),
             lambda: delattr(ssm, "get_command_invocation"),
             lambda: delattr(ec2, "reboot_instances"),
+            lambda: delattr(ec2, "run_instances"),
+            lambda: delattr(ec2, "terminate_instances"),
         ]
 
 

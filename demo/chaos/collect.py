@@ -24,10 +24,19 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from demo.chaos.facts import ActivityRecord, ActivityStatus, PermitHolder, RunRecord, RunStatus
+from demo.chaos.facts import (
+    ActivityRecord,
+    ActivityStatus,
+    AlertRecord,
+    PermitHolder,
+    RunRecord,
+    RunStatus,
+)
 from demo.incidents import Incident
-from gpu_remediation.ids import Queries, node_workflow_id_prefix
+from gpu_remediation.ids import Queries, Signals, node_workflow_id_prefix
 from gpu_remediation.semaphore_models import SemaphoreState
+from simulator.alertmanager import ZERO_TIME, AlertEpisode, rfc3339
+from triggers.alerts import Alert, report_id
 
 HISTORY_CONCURRENCY = 8
 RESET_COMMENT = "gpu-remediation gpu_reset on "
@@ -124,6 +133,50 @@ def read_history(events: Iterable[HistoryEvent]) -> tuple[list[ActivityRecord], 
     return [ActivityRecord.model_validate(entry) for entry in scheduled.values()], lines
 
 
+def evidence_report_ids(events: Iterable[HistoryEvent]) -> list[str]:
+    """The report ids of the evidence a run was sent (its ``add_evidence`` signals), in order."""
+    found = []
+    for event in events:
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            continue
+        attrs = event.workflow_execution_signaled_event_attributes
+        if attrs.signal_name == Signals.EVIDENCE:
+            report = _first_payload(attrs.input).get("report_id")
+            if report:
+                found.append(str(report))
+    return found
+
+
+def alert_records(episodes: Iterable[AlertEpisode]) -> list[AlertRecord]:
+    """The Alertmanager's alert episodes, each with the report id the receiver gives it."""
+    records = []
+    for episode in episodes:
+        # Parsed from JSON as the receiver parses the webhook: the same id, to the microsecond.
+        alert = Alert.model_validate_json(
+            json.dumps(
+                {
+                    "status": "firing",
+                    "labels": episode.labels,
+                    "startsAt": rfc3339(episode.starts_at),
+                    "endsAt": ZERO_TIME,
+                    "fingerprint": episode.fingerprint,
+                }
+            )
+        )
+        records.append(
+            AlertRecord(
+                node=episode.node,
+                fingerprint=episode.fingerprint,
+                report_id=report_id(alert),
+                starts_at=episode.starts_at,
+                ends_at=episode.ends_at,
+                first_notified_at=episode.first_notified_at,
+                acknowledged_at=episode.acknowledged_at,
+            )
+        )
+    return records
+
+
 def node_of(workflow_id: str, prefix: str) -> str | None:
     """The node an id of the cluster names (``<prefix><node>[/...]``), else None."""
     if not workflow_id.startswith(prefix):
@@ -174,6 +227,7 @@ async def collect_runs(
             activities=activities,
             task_failures=failures,
             waiting_on=waiting,
+            report_ids=evidence_report_ids(history.events),
         )
 
     return list(await asyncio.gather(*(one(e) for e in executions)))
@@ -243,7 +297,8 @@ def gpu_resets_sent(ssm: Any) -> dict[str, int]:
         for command in page.get("Commands", []):
             comment = str(command.get("Comment") or "")
             if comment.startswith(RESET_COMMENT):
-                counts[comment.removeprefix(RESET_COMMENT)] += 1
+                # ``<node> [<tag of the activity>]`` (activities/aws.py, _comment).
+                counts[comment.removeprefix(RESET_COMMENT).split(" [", 1)[0]] += 1
         token = page.get("NextToken")
         if not token:
             return dict(counts)

@@ -16,12 +16,21 @@ Kinds of fault (:data:`KINDS`):
   other faults. For 410 the emulator first restarts on its port with its watch
   history compacted, so the open watches end and resume from an expired version;
 - ``ssm_throttle``: the next SSM ``SendCommand`` calls answer ``ThrottlingException``
-  (moto's adapter, ``MotoCloud.throttle_send_command``), for a short window.
+  (moto's adapter, ``MotoCloud.throttle_send_command``), for a short window;
+- ``receiver_kill``: SIGKILL the Alertmanager webhook receiver's process (the stack
+  runs it with ``StackOptions.alerts``), then start a new one on the same port; the
+  simulated Alertmanager retries what it could not deliver meanwhile;
+- ``kube_api_latency``: every Kubernetes API request waits ``LATENCY_S`` before it is
+  served, for a short window (the emulator's latency rule);
+- ``ec2_throttle``: the next EC2 ``RunInstances`` / ``TerminateInstances`` /
+  ``RebootInstances`` calls (Karpenter's launches and terminations, the worker's
+  reboots) answer ``RequestLimitExceeded`` (``MotoCloud.throttle_ec2``), for a short window.
 
 :func:`plan` draws the times from the seed (so a run can be repeated); the
 driver injects them one after another, each after the previous part is back (a
-restart that has not finished is not a fault to stack another on; bursts run
-beside them), and logs each with its real and simulated time.
+restart that has not finished is not a fault to stack another on; bursts, and
+receiver kills, run beside them: the receiver is a deployment of its own, and
+its crash has nothing to wait for), and logs each with its real and simulated time.
 """
 
 from __future__ import annotations
@@ -50,6 +59,9 @@ ChaosKind = Literal[
     "kube_api_500",
     "kube_api_410",
     "ssm_throttle",
+    "receiver_kill",
+    "kube_api_latency",
+    "ec2_throttle",
 ]
 KINDS: tuple[ChaosKind, ...] = get_args(ChaosKind)
 
@@ -57,6 +69,10 @@ WINDOW = (0.05, 0.8)
 """Faults fall within these fractions of the run's real duration (the rest is for settling)."""
 BURST_REQUESTS = 25
 BURST_SECONDS = 5.0
+LATENCY_S = 1.5
+"""How long each Kubernetes API request waits during a latency burst."""
+BESIDE = ("kube_api_", "ssm_", "ec2_", "receiver_")
+"""Kinds that run beside the restarts: windows of errors or latency, and receiver kills."""
 
 
 class ChaosEvent(BaseModel):
@@ -119,6 +135,8 @@ class ChaosDriver:
     ) -> None:
         if server is None and any(kind == "server_restart" for _, kind in schedule):
             raise ValueError("server_restart needs the server to restart")
+        if stack.options.alerts is None and any(k == "receiver_kill" for _, k in schedule):
+            raise ValueError("receiver_kill needs the stack's receiver (StackOptions.alerts)")
         self._stack = stack
         self._schedule = schedule
         self._server = server
@@ -128,9 +146,13 @@ class ChaosDriver:
         """True while the driver has the worker dead on purpose (the demo's health check waits)."""
         self.server_down = False
         """True while the Temporal server is restarting (the demo's progress skips a refresh)."""
+        self.receiver_down = False
+        """True while the driver has the alert receiver dead on purpose."""
         self._started = 0.0
         self._api_restart = asyncio.Lock()
         """Two 410 bursts may overlap; the emulator restarts one at a time."""
+        self._receiver_restart = asyncio.Lock()
+        """Two receiver kills may overlap; the second waits for the first's restart."""
 
     @property
     def faults_injected(self) -> dict[str, int]:
@@ -142,7 +164,7 @@ class ChaosDriver:
     @property
     def busy(self) -> bool:
         """Whether a part is down on purpose right now."""
-        return self.worker_down or self.server_down
+        return self.worker_down or self.server_down or self.receiver_down
 
     async def run(self, stop: asyncio.Event) -> None:
         """Inject the schedule until it is done or ``stop`` is set.
@@ -161,7 +183,7 @@ class ChaosDriver:
                         await asyncio.wait_for(stop.wait(), delay)
                 if stop.is_set():
                     return
-                if kind.startswith(("kube_api_", "ssm_")):
+                if kind.startswith(BESIDE):
                     # A burst lasts a while; the next restart need not wait for its end.
                     bursts.add(asyncio.create_task(self.inject(kind)))
                 else:
@@ -209,33 +231,10 @@ class ChaosDriver:
         return f"SIGKILL worker pid {pid}; new worker pid {new} polling"
 
     async def _watcher_restart(self) -> str:
-        pending = await self.crash_watcher()
+        pending = await self._stack.crash_watcher()
         await asyncio.sleep(self._rng.uniform(0.0, 1.0))
         self._stack.start_watcher()
         return f"watcher cancelled with {pending} undelivered report(s); a fresh one lists anew"
-
-    async def crash_watcher(self) -> int:
-        """End the watcher and the relay as a crash would; returns the reports it lost.
-
-        No stop signal: their tasks are cancelled, their API client closed. The
-        stack's ``start_watcher`` then brings up fresh ones that list from scratch
-        (DemoStack has no crash hook of its own, so its parts are reached directly).
-        """
-        stack = self._stack
-        tasks = [t for t in (stack._watch_task, stack._relay_task) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        pending = stack.watcher.pending if stack.watcher is not None else 0
-        if stack._api is not None:
-            stack._api.close()
-        stack._api = None
-        stack._watch_task = stack._relay_task = None
-        stack.watcher = None
-        stack.relay = None
-        return pending
 
     async def _server_restart(self) -> str:
         assert self._server is not None
@@ -276,12 +275,9 @@ class ChaosDriver:
         # Open watches never see a rule made after they began: end them as an API server
         # restart does, with the history compacted, so each one resumes from a version
         # that is gone (410 Expired) and must list again.
-        kube = self._stack.fleet.kube
+        fleet = self._stack.fleet
         async with self._api_restart:
-            kube._port = kube.port  # back on the address every client was given
-            await asyncio.to_thread(kube.stop)
-            self._stack.fleet.store.compact()
-            await asyncio.to_thread(kube.start)
+            await asyncio.to_thread(fleet.kube.restart, fleet.store.compact)
         detail = await self._burst(410, query="watch=")
         return f"API server restarted with its watch history compacted; {detail}"
 
@@ -295,3 +291,41 @@ class ChaosDriver:
         left = max(0, cloud.throttle_send_command)
         cloud.throttle_send_command = 0
         return f"{BURST_REQUESTS - left} SSM SendCommand call(s) throttled"
+
+    async def _receiver_kill(self) -> str:
+        receiver = self._stack.receiver
+        if receiver is None:
+            raise RuntimeError("receiver_kill needs the stack's receiver (StackOptions.alerts)")
+        async with self._receiver_restart:
+            pid = receiver.process.pid if receiver.process is not None else None
+            self.receiver_down = True
+            try:
+                await asyncio.to_thread(receiver.kill)
+                await asyncio.sleep(self._rng.uniform(0.0, 1.0))
+                await self._stack.restart_receiver()
+            finally:
+                self.receiver_down = False
+            new = receiver.process.pid if receiver.process is not None else None
+        return f"SIGKILL receiver pid {pid}; new receiver pid {new} serving on the same port"
+
+    async def _kube_api_latency(self) -> str:
+        faults = self._stack.fleet.kube.faults
+        rule = faults.inject(".*", latency=LATENCY_S, message="chaos: injected latency")
+        try:
+            await asyncio.sleep(BURST_SECONDS)
+        finally:
+            faults.remove(rule.id)
+        return f"{rule.hits} request(s) delayed {LATENCY_S:g}s within {BURST_SECONDS:g}s"
+
+    async def _ec2_throttle(self) -> str:
+        cloud = self._stack.fleet.cloud
+        before = len(cloud.ec2_throttled)
+        cloud.throttle_ec2 += BURST_REQUESTS
+        deadline = time.monotonic() + BURST_SECONDS
+        while cloud.throttle_ec2 > 0 and time.monotonic() < deadline:  # noqa: ASYNC110
+            # moto's adapter counts them down on its request threads: polled.
+            await asyncio.sleep(0.05)
+        cloud.throttle_ec2 = 0
+        hit = Counter(cloud.ec2_throttled[before:])
+        calls = ", ".join(f"{op} {n}" for op, n in sorted(hit.items())) or "no call came"
+        return f"EC2 answered {cloud.ec2_throttle_code} for {BURST_SECONDS:g}s ({calls})"

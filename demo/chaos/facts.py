@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 DETECTION_SLACK_S = 3.0
 DELIVERY_SLACK_S = 35.0
+ALERT_DELIVERY_SLACK_S = 30.0
 
 
 class _Fact(BaseModel):
@@ -107,6 +108,23 @@ class RunRecord(_Fact):
     """Causes of its failed workflow tasks (a bug or a non-determinism), benign ones left out."""
     waiting_on: list[str] = Field(default_factory=list)
     """An unsettled incident's pending activities at the end (name, attempt, last failure)."""
+    report_ids: list[str] = Field(default_factory=list)
+    """Idempotency keys of the evidence reports it was sent (its ``add_evidence`` signals)."""
+
+
+class AlertRecord(_Fact):
+    """One firing episode of an alert, as the simulated Alertmanager handled it."""
+
+    node: str
+    fingerprint: str
+    report_id: str
+    """The key of its firing report, as the receiver makes it (``triggers.alerts.report_id``)."""
+    starts_at: datetime
+    ends_at: datetime | None = None
+    first_notified_at: datetime | None = None
+    """The first notification that carried it firing (None: it never reached a flush)."""
+    acknowledged_at: datetime | None = None
+    """The receiver's first 2xx to a notification that carried it firing."""
 
 
 class PermitHolder(_Fact):
@@ -131,6 +149,11 @@ class RunFacts(_Fact):
     """EC2 ``RebootInstances`` calls per node (moto's log)."""
     gpu_resets_sent: dict[str, int] = Field(default_factory=dict)
     """SSM ``nvidia-smi -r`` commands sent per node (moto's command list)."""
+    alerts: list[AlertRecord] = Field(default_factory=list)
+    """Every alert episode of the simulated Alertmanager (none when the run had no alerts)."""
+    alert_delivery_slack_s: float = ALERT_DELIVERY_SLACK_S
+    """Real seconds after its first notification by which an alert still firing must have
+    been acknowledged (two group intervals of retries, plus a receiver restart)."""
     detection_slack_s: float = DETECTION_SLACK_S
     """Real seconds past its grace a problem must last to be owed an incident (a watcher
     restart, with its relisting, takes about a second; the tracker counts the grace from

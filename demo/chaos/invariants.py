@@ -8,7 +8,11 @@ checks:
 - ``incidents_lost``: every trigger condition that stayed a problem past its
   grace (plus ``detection_slack_s``) overlapped an incident (or a burn-in) of
   its node, which may have started up to ``delivery_slack_s`` after it ended
-  (a problem still open is judged once it has been owed that long);
+  (a problem still open is judged once it has been owed that long); and, with
+  alerts as the second trigger path, every alert the receiver acknowledged
+  reached an incident of its node (its report id among the incident's evidence
+  signals), and every alert still firing ``alert_delivery_slack_s`` after its
+  first notification was acknowledged (the Alertmanager's retries got through);
 - ``duplicate_incidents``: no node ever had two incidents open at once;
 - ``reboots_per_decision``: each reboot decision's boot id before and after
   are one boot apart on the node, and every new boot is some decision's;
@@ -126,12 +130,46 @@ def incidents_lost(facts: RunFacts) -> InvariantResult:
                     f"{episode.start.isoformat()} to {end.isoformat()} (grace "
                     f"{episode.grace_s:g}s) and no incident was open for it"
                 )
-    return InvariantResult(
-        name="incidents_lost",
-        checked=f"{due} problem(s) past their grace on watched nodes, "
-        f"{len(_incidents(facts))} incident(s) started",
-        violations=violations,
+    checked = (
+        f"{due} problem(s) past their grace on watched nodes, "
+        f"{len(_incidents(facts))} incident(s) started"
     )
+    if facts.alerts:
+        notified, acked, lost = _alerts_lost(facts)
+        violations += lost
+        checked += f", {notified} alert(s) notified, {acked} acknowledged by the receiver"
+    return InvariantResult(name="incidents_lost", checked=checked, violations=violations)
+
+
+def _alerts_lost(facts: RunFacts) -> tuple[int, int, list[str]]:
+    """Alerts the receiver acknowledged but no incident got, and alerts never delivered."""
+    reports: dict[str, set[str]] = defaultdict(set)
+    for run in _incidents(facts):
+        if run.node is not None:
+            reports[run.node].update(run.report_ids)
+    notified = acked = 0
+    violations = []
+    for alert in facts.alerts:
+        since = alert.starts_at.isoformat()
+        what = f"{alert.node}: alert {alert.fingerprint} (firing since {since})"
+        if alert.first_notified_at is not None:
+            notified += 1
+        if alert.acknowledged_at is not None:
+            acked += 1
+            if alert.report_id not in reports.get(alert.node, set()):
+                violations.append(
+                    f"{what} was acknowledged by the receiver at "
+                    f"{alert.acknowledged_at.isoformat()} and reached no incident"
+                )
+        elif alert.first_notified_at is not None:
+            end = alert.ends_at or facts.collected_at
+            waited = (end - alert.first_notified_at).total_seconds()
+            if waited >= facts.alert_delivery_slack_s:
+                violations.append(
+                    f"{what} was first notified at {alert.first_notified_at.isoformat()} "
+                    f"and still not delivered {waited:.0f}s later"
+                )
+    return notified, acked, violations
 
 
 def duplicate_incidents(facts: RunFacts) -> InvariantResult:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from demo.chaos.collect import (
+    alert_records,
     collect_runs,
     gpu_resets_sent,
     permit_holders,
@@ -30,10 +31,14 @@ from demo.chaos.collect import (
     semaphore_run,
 )
 from demo.chaos.driver import ChaosDriver, ChaosEvent, ChaosKind, plan
-from demo.chaos.facts import DETECTION_SLACK_S, RunFacts
+from demo.chaos.facts import ALERT_DELIVERY_SLACK_S, DETECTION_SLACK_S, RunFacts
 from demo.chaos.invariants import check_all
 from demo.chaos.recorder import GroundTruthRecorder
 from demo.chaos.server_restart import RestartableServer
+from simulator.alertmanager import AlertmanagerTimings
+
+RECEIVER_RESTART_S = 15.0
+"""Real seconds a killed receiver may take to serve again (a Python process starting)."""
 
 if TYPE_CHECKING:
     from demo.incidents import Incident
@@ -93,6 +98,8 @@ class ChaosSession:
         real_seconds: float,
     ) -> None:
         self.stack = stack
+        # Alerts are the second trigger path: the receiver runs (and is killed) beside the watcher.
+        stack.enable_alerts(AlertmanagerTimings.scaled(stack.options.fleet.time_factor))
         self.recorder = GroundTruthRecorder(stack.options.policy.triggers).attach(stack.fleet.store)
         self.schedule = plan(seed, kinds, per_kind, real_seconds)
         self._seed = seed
@@ -122,10 +129,15 @@ class ChaosSession:
 
         Under chaos the system may need a while after the last fault (a watcher
         backing off from API errors, reports waiting for Temporal): the run is not
-        over while a problem past its grace has no incident at all.
+        over while a problem past its grace has no incident at all, nor while an alert
+        the Alertmanager notified has not got through to the receiver yet.
         """
         owed = self.recorder.owed_problems(datetime.now(UTC), DETECTION_SLACK_S)
-        return sorted(owed - {i.node for i in incidents})
+        owed -= {i.node for i in incidents}
+        alertmanager = self.stack.alertmanager
+        if alertmanager is not None:
+            owed |= alertmanager.undelivered()  # notified, not yet through: wait for its retries
+        return sorted(owed)
 
     def raise_if_failed(self) -> None:
         """Raise the driver's error if it has failed (a part did not come back)."""
@@ -158,6 +170,9 @@ class ChaosSession:
     async def collect(self, incidents: Sequence[Incident]) -> RunFacts:
         """The run's facts now (everything still running)."""
         stack = self.stack
+        # The alerts first: what the receiver acknowledged by now is in the histories read next.
+        alertmanager = stack.alertmanager
+        alerts = alert_records(alertmanager.episodes()) if alertmanager is not None else []
         runs = await collect_runs(stack.client, stack.options.cluster, incidents)
         semaphore = await semaphore_run(stack.client, stack.options.semaphore_workflow_id)
         if semaphore is not None:
@@ -166,6 +181,7 @@ class ChaosSession:
         cloud = stack.fleet.cloud
         resets = await asyncio.to_thread(lambda: gpu_resets_sent(cloud.client("ssm")))
         snapshot = await asyncio.to_thread(lambda: stack.fleet.snapshot(nodes=False))
+        timings = stack.options.alerts
         return RunFacts(
             collected_at=datetime.now(UTC),
             replacement_cap=stack.options.policy.replacement.max_concurrent,
@@ -177,6 +193,12 @@ class ChaosSession:
                 list(cloud.rebooted), self.recorder.node_for_instance()
             ),
             gpu_resets_sent=resets,
+            alerts=alerts,
+            alert_delivery_slack_s=(
+                2 * timings.group_interval + RECEIVER_RESTART_S
+                if timings is not None
+                else ALERT_DELIVERY_SLACK_S
+            ),
         )
 
     async def cancel(self) -> None:

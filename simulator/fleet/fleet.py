@@ -140,7 +140,9 @@ class Fleet:
         self.cloud.start()
         self.cloud.host_simulator = self.host.ssm
         self.cloud.on_reboot = self.reboots.on_reboot
-        ec2 = self.cloud.client("ec2")
+        # No retries: Karpenter requeues a failed call (karpenter.py) instead of
+        # sleeping in botocore's backoff on the scheduler's thread.
+        ec2 = self.cloud.client("ec2", max_attempts=0, mode="standard")
         self.kube.start()
         self.store.add_hook(self._on_change)
         self.inventory.seed(ec2)

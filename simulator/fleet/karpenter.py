@@ -10,6 +10,11 @@ so it only gets a deletionTimestamp) makes Karpenter, as in v1:
 3. terminate the EC2 instance (moto), wait ``instance_termination``, delete the
    Node and drop the finalizer, so the NodeClaim goes.
 
+A launch or a termination that EC2 throttles (``RequestLimitExceeded``), answers
+with a 5xx or never answers is retried after ``drain_retry``, as Karpenter's
+controllers requeue a failed reconcile (the fleet's EC2 client does not retry
+itself, so no backoff sleeps on the scheduler's thread).
+
 The evicted pods go Pending, so Karpenter provisions: a new NodeClaim appears
 at once (not yet launched) and ``node_launch`` later its instance runs and its
 Node registers Ready. Each pool is kept at its configured size this way.
@@ -18,7 +23,10 @@ Node registers Ready. Each pool is kept at its configured size this way.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from simulator.fleet.model import Phase
 from simulator.fleet.ports import KarpenterFleet
@@ -34,6 +42,16 @@ log = logging.getLogger(__name__)
 
 DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+EC2_THROTTLING = frozenset({"RequestLimitExceeded", "ThrottlingException", "Throttling"})
+
+
+def _retryable(err: ClientError | BotoCoreError) -> bool:
+    """Throttling, a server error or a broken connection: worth another reconcile."""
+    if isinstance(err, BotoCoreError):
+        return True
+    code = str(err.response.get("Error", {}).get("Code"))
+    status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    return code in EC2_THROTTLING or status >= 500
 
 
 def _deleting(obj: dict[str, Any] | None) -> bool:
@@ -89,7 +107,15 @@ class Karpenter:
         if pool_name is None:
             return  # its NodeClaim was deleted before the launch
         pool = fleet.pool(pool_name)
-        (instance_id,) = self._inventory.launch_instances(pool, 1)
+        try:
+            (instance_id,) = self._inventory.launch_instances(pool, 1)
+        except (ClientError, BotoCoreError) as err:
+            if not _retryable(err):
+                raise
+            with fleet.lock:
+                self._launching[name] = pool_name
+            self._requeue("launch", err, lambda: self._launch(name))
+            return
         # As Karpenter does: the NodePool's startupTaints are on the Node when it registers.
         self._inventory.add_node(name, pool, instance_id, taints=self._startup_taints(pool_name))
         fleet.count("karpenter.launched")
@@ -201,11 +227,25 @@ class Karpenter:
             node = fleet.nodes.get(name)
             instance_id = node.instance_id if node is not None else None
         if instance_id is not None:
-            self._inventory.terminate_instance(instance_id)
+            try:
+                self._inventory.terminate_instance(instance_id)
+            except (ClientError, BotoCoreError) as err:
+                if not _retryable(err):
+                    raise
+                self._requeue("terminate", err, lambda: self._drain(name, deadline))
+                return
         fleet.scheduler.call_later(
             fleet.config.durations.instance_termination.total_seconds(),
             lambda: self._finish(name),
         )
+
+    def _requeue(
+        self, what: str, err: ClientError | BotoCoreError, again: Callable[[], None]
+    ) -> None:
+        fleet = self._fleet
+        fleet.count(f"karpenter.{what}_retried")
+        log.info("karpenter: %s failed (%s); retrying after drain_retry", what, err)
+        fleet.scheduler.call_later(fleet.config.durations.drain_retry.total_seconds(), again)
 
     def _finish(self, name: str) -> None:
         fleet = self._fleet

@@ -396,6 +396,28 @@ class KubeApiServer:
         self._httpd = None
         self._thread = None
 
+    def restart(self, while_down: Callable[[], None] | None = None) -> KubeApiServer:
+        """Stop and start again on the same port, as an API server restart does.
+
+        Every open watch and connection ends (clients reconnect to the address they
+        were given); the store, fault rules and request log are kept. From now on
+        the server binds this port, whatever port it was created with.
+
+        Args:
+            while_down: Called between the stop and the start (e.g. compacting the
+                store's watch history, as a restarted etcd-backed server has).
+
+        Raises:
+            RuntimeError: The server is not started.
+            OSError: The port could not be bound again.
+        """
+        port = self.port  # raises when not started
+        self.stop()
+        if while_down is not None:
+            while_down()
+        self._port = port
+        return self.start()
+
     def __enter__(self) -> KubeApiServer:
         return self.start()
 
