@@ -123,8 +123,9 @@ def status_line(snapshot: FleetSnapshot) -> str:
         f"available {snapshot.availability['available']:.4%}",
     ]
     jobs = snapshot.jobs
-    if jobs is not None and jobs["runs_succeeded"] + jobs["runs_failed"]:
-        parts.append(f"job runs ok {jobs['success_rate']:.2%}")
+    rate = None if jobs is None else jobs.get("success_rate")
+    if jobs is not None and rate is not None:
+        parts.append(f"job runs ok {rate:.2%}")
     elif jobs is not None:
         parts.append(f"jobs running {jobs['running']}/{jobs['jobs']}")
     return "  ".join(parts)

@@ -37,7 +37,7 @@ Definitions:
   fleet, ``runs_succeeded`` / ``runs_failed`` (a run fails for good when its
   retry budget is spent), ``success_rate`` = succeeded / finished runs (None
   before any finished), ``ettr`` = productive GPU time (work kept: in a
-  checkpoint or a completed run) / allocated GPU time, the GPU-hours of work
+  checkpoint or a completed run) / allocated GPU time (None before any), the GPU-hours of work
   thrown away by faults and by the remediation's drains and reboots, and
   ``remediation_caused_failures``: job pods the project itself ended (drain,
   delete, reboot) at a cost to the job, i.e. losing its work because no
@@ -81,7 +81,7 @@ class JobsSummary(BaseModel):
     runs_failed: int
     runs_failed_by_remediation: int
     success_rate: float | None
-    ettr: float
+    ettr: float | None
     gpu_hours_allocated: float
     gpu_hours_lost_to_faults: float
     gpu_hours_lost_to_remediation: float
@@ -230,11 +230,14 @@ def _job_stage(incident: Incident) -> tuple[bool, bool, bool]:
 
 
 def jobs_summary(
-    jobs: Mapping[str, float | int] | None, incidents: Iterable[Incident]
+    fleet_jobs: Mapping[str, float | int | None] | None, incidents: Iterable[Incident]
 ) -> JobsSummary | None:
     """The ``jobs`` part of the summary: the fleet's job accounting and the job stage's work."""
-    if jobs is None:
+    if fleet_jobs is None:
         return None
+    ettr = fleet_jobs.get("ettr")  # None before any GPU time was allocated
+    # Every other figure is a count or a sum, never None.
+    jobs = {key: value for key, value in fleet_jobs.items() if value is not None}
     stages = [_job_stage(i) for i in incidents]
     succeeded, failed = int(jobs["runs_succeeded"]), int(jobs["runs_failed"])
     finished = succeeded + failed
@@ -245,7 +248,7 @@ def jobs_summary(
         runs_failed=failed,
         runs_failed_by_remediation=int(jobs["runs_failed_by_remediation"]),
         success_rate=round(succeeded / finished, 6) if finished else None,
-        ettr=round(float(jobs["ettr"]), 6),
+        ettr=None if ettr is None else round(float(ettr), 6),
         gpu_hours_allocated=_hours(jobs["gpu_seconds_allocated"]),
         gpu_hours_lost_to_faults=_hours(jobs["gpu_seconds_lost_to_faults"]),
         gpu_hours_lost_to_remediation=_hours(jobs["gpu_seconds_lost_to_remediation"]),
@@ -446,7 +449,8 @@ def job_lines(jobs: JobsSummary) -> list[tuple[str, str]]:
         ),
         (
             "ETTR",
-            f"{jobs.ettr:.1%} of {jobs.gpu_hours_allocated:g} GPU-hours; lost "
+            f"{'-' if jobs.ettr is None else f'{jobs.ettr:.1%}'} of "
+            f"{jobs.gpu_hours_allocated:g} GPU-hours; lost "
             f"{jobs.gpu_hours_lost_to_faults:g} to faults, "
             f"{jobs.gpu_hours_lost_to_remediation:g} to remediation",
         ),

@@ -55,4 +55,4 @@ class FleetSnapshot(BaseModel):
     """Nodes whose NodeClaim is deleted and whose Node is not gone yet."""
     max_replacements_in_flight: int
     """The most such nodes at any one time so far."""
-    jobs: dict[str, float | int] | None
+    jobs: dict[str, float | int | None] | None

@@ -499,7 +499,7 @@ class Workloads:
 
     # -------------------------------------------------------------- summary
 
-    def summary(self) -> dict[str, float | int]:
+    def summary(self) -> dict[str, float | int | None]:
         """Job counts and GPU time for the fleet snapshot (caller holds the fleet lock)."""
         stats = self.stats
         now = self._fleet.clock.now()
@@ -519,7 +519,7 @@ class Workloads:
             "runs_succeeded": stats.runs_succeeded,
             "runs_failed": stats.runs_failed,
             "runs_failed_by_remediation": stats.runs_failed_by_remediation,
-            "success_rate": stats.runs_succeeded / finished if finished else 1.0,
+            "success_rate": stats.runs_succeeded / finished if finished else None,
             "interrupted_by_fault": stats.interrupted_by_fault,
             "interrupted_by_remediation": stats.interrupted_by_remediation,
             "restarts_spending_budget": stats.restarts_spending_budget,
@@ -540,7 +540,7 @@ class Workloads:
             "gpu_seconds_requested_checkpoints": usage.requested,
             "gpu_seconds_lost_to_faults": stats.lost_to_faults,
             "gpu_seconds_lost_to_remediation": stats.lost_to_remediation,
-            "ettr": usage.productive / usage.allocated if usage.allocated else 1.0,
+            "ettr": usage.productive / usage.allocated if usage.allocated else None,
         } | {
             f"{CAUSED_BY_FAULT}{why}": count
             for why, count in sorted(stats.failures_caused_by_remediation_by_fault.items())
