@@ -112,13 +112,42 @@ def compare(
             help="Chance a node comes back from a reboot faulty (default 0, as above).",
         ),
     ] = 0.0,
+    chaos: Annotated[
+        bool,
+        typer.Option(
+            "--chaos",
+            help="During each policy's run, kill the system's own parts (the same seeded plan "
+            "at the same simulated times for every policy), then check its invariants. Not "
+            "the Temporal server restart of 'remediate demo --chaos': the policies share one "
+            "server, side by side; nor the alert receiver: a comparison runs none.",
+        ),
+    ] = False,
+    chaos_kinds: Annotated[
+        str | None,
+        typer.Option(
+            "--chaos-kinds",
+            help="With --chaos: 'all' (default) or a comma-separated list of worker_kill, "
+            "watcher_restart, kube_api_429, kube_api_500, kube_api_410, kube_api_latency, "
+            "ssm_throttle, ec2_throttle.",
+            show_default=False,
+        ),
+    ] = None,
+    chaos_faults: Annotated[
+        int | None,
+        typer.Option(
+            "--chaos-faults",
+            help="With --chaos: faults of each kind per policy (default 2).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run one fault timeline under several policies, each through the real system.
 
     Per policy a fresh simulated fleet (same seed: same faults at the same times on the
     same node slots), the worker, the workflows and the watcher, on one Temporal dev
     server; then a table (and --json, --report). Exits 2 on invalid input (nothing
-    starts), 1 when a part fails.
+    starts), 1 when a part fails, 3 when a --chaos invariant breaks (naming the policy
+    and the incident).
     """
     from whatif.options import CompareError, options_from
 
@@ -142,6 +171,9 @@ def compare(
             parallel=parallel,
             new_node_fault_probability=new_node_fault_probability,
             reboot_fault_probability=reboot_fault_probability,
+            chaos=chaos,
+            chaos_kinds=chaos_kinds,
+            chaos_faults=chaos_faults,
         )
         # Imported here: the simulator and the worker's dependencies load only now.
         from whatif.cli_run import CliCompare
@@ -162,3 +194,10 @@ def compare(
         out = Console(soft_wrap=True)
         out.file.write(json.dumps(comparison_json(results)) + "\n")
         out.file.flush()
+    from whatif.chaos import CHAOS_VIOLATED, violations
+
+    broken = violations(results)
+    if broken:
+        for line in broken:
+            err.print(f"chaos invariant broken: {line}", markup=False, highlight=False)
+        raise typer.Exit(CHAOS_VIOLATED)

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from demo.summary import duration_text
+from whatif.chaos import render as render_chaos
 from whatif.options import CompareOptions
 from whatif.results import admission_table, table
 from whatif.runner import CompareRun, PolicyResult
@@ -55,6 +56,9 @@ class CliCompare:
         admission = admission_table(results)
         if admission is not None:
             self.ui.print(admission)
+        for result in results:
+            if result.chaos is not None:
+                self.ui.print(render_chaos(result), markup=False, highlight=False)
         if options.report is not None:
             from whatif.report import write_report
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from demo.chaos.driver import KINDS, ChaosKind, parse_kinds
 from demo.run import DemoError, DemoOptions, fleet_config
 from gpu_remediation.policy import Duration, Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy
@@ -20,6 +21,13 @@ from policies import BASELINES, BUILT_IN, load_baseline
 from simulator.fleet import FaultMix, FleetConfig, Scenario, ScenarioError, parse_pools
 from simulator.fleet.config import AdmissionSimConfig
 from simulator.fleet.operator_config import OperatorConfig
+
+SHARED_KINDS: tuple[ChaosKind, ...] = ("server_restart", "receiver_kill")
+"""Chaos kinds a comparison cannot inject: its policies share one Temporal server (a
+restart would hit every policy running beside), and its lanes run no alert receiver."""
+CHAOS_KINDS: tuple[ChaosKind, ...] = tuple(k for k in KINDS if k not in SHARED_KINDS)
+"""What ``--chaos-kinds all`` (the default) injects into each policy's run."""
+DEFAULT_CHAOS_FAULTS = 2
 
 DEFAULT_DURATION = timedelta(hours=6)
 """Without --duration and --scenario: enough simulated time for a few operator round trips."""
@@ -57,6 +65,51 @@ class CompareOptions(BaseModel):
     """Chance that a node Karpenter launches comes up faulty (dead on arrival)."""
     reboot_fault_probability: float = Field(default=0.0, ge=0.0, le=1.0)
     """Chance that a node comes back from a reboot faulty."""
+    chaos: bool = False
+    """Kill the system's own parts during each policy's run, then check its invariants."""
+    chaos_kinds: str | None = None
+    """With ``chaos``: 'all' (:data:`CHAOS_KINDS`) or a comma-separated list of them."""
+    chaos_faults: int | None = Field(default=None, ge=1, le=100)
+    """With ``chaos``: faults of each kind per policy (None: :data:`DEFAULT_CHAOS_FAULTS`)."""
+
+    @field_validator("chaos_kinds", "chaos_faults")
+    @classmethod
+    def _only_with_chaos(cls, value: object, info: ValidationInfo) -> object:
+        if value is not None and not info.data.get("chaos"):
+            raise ValueError("only with --chaos")
+        return value
+
+    @field_validator("chaos_kinds")
+    @classmethod
+    def _comparable_kinds(cls, value: str | None) -> str | None:
+        if value is not None:
+            chaos_kinds(value)  # a ValueError names the kind
+        return value
+
+    @property
+    def chaos_plan(self) -> tuple[tuple[ChaosKind, ...], int]:
+        """The chaos kinds and faults of each kind per policy (with ``chaos``)."""
+        faults = self.chaos_faults if self.chaos_faults is not None else DEFAULT_CHAOS_FAULTS
+        return chaos_kinds(self.chaos_kinds or "all"), faults
+
+
+def chaos_kinds(text: str) -> tuple[ChaosKind, ...]:
+    """``all`` (:data:`CHAOS_KINDS`) or a comma-separated list of them.
+
+    Raises:
+        ValueError: An unknown kind, or one a comparison cannot inject (and why).
+    """
+    if text.strip() == "all":
+        return CHAOS_KINDS
+    kinds = parse_kinds(text)
+    shared = [k for k in kinds if k in SHARED_KINDS]
+    if shared:
+        raise ValueError(
+            f"{', '.join(shared)} cannot be injected in a comparison: the policies share one "
+            "Temporal server (a server restart would hit every policy running beside) and "
+            f"run no alert receiver; the kinds here: {', '.join(CHAOS_KINDS)}"
+        )
+    return kinds
 
 
 @dataclass(frozen=True)

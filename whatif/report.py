@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from demo.summary import duration_text
+from whatif.chaos import html_section as chaos_section
 from whatif.charts import charts as svg_charts
 from whatif.factor_check import FactorCheck, html_section
 from whatif.results import mttr_text, policy_json
@@ -195,6 +196,7 @@ its own fresh simulated fleet.</p>
 <ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
 {_table(results)}
 {_admission_table(results)}
+{chaos_section(results)}
 {charts}
 {html_section(check)}
 <h2>What the simulator models</h2><ul>{models}</ul>

@@ -10,7 +10,9 @@ terminated: the remediation's replacements and the operator's RMAs),
 ``operator`` (the human operator model's counters), ``timeline`` (the planned
 faults and their digest: equal for every policy), ``settled``, ``clock``
 (achieved vs requested time factor and how late the simulator's events ran) and
-``timing`` (real seconds of the run's phases). The table's MTTR is on the
+``timing`` (real seconds of the run's phases) and, with ``--chaos``, ``chaos``
+(the demo's shape: ``faults_injected`` by kind, ``faults``, ``invariants``,
+``violations``; ``whatif.chaos``). The table's MTTR is on the
 simulator's clock (``mttr_clock_*_s``; ``mttr_*_s`` is real duration x requested
 factor, the demo's definition).
 """
@@ -22,6 +24,7 @@ from typing import Any
 from rich.table import Table
 
 from demo.summary import DemoSummary, duration_text
+from whatif.chaos import chaos_cell
 from whatif.runner import PolicyResult
 
 
@@ -42,6 +45,7 @@ def policy_json(result: PolicyResult) -> dict[str, Any]:
         "settled": result.settled,
         "clock": result.clock,
         "timing": result.timing,
+        **({"chaos": result.chaos.model_dump(mode="json")} if result.chaos is not None else {}),
     }
 
 
@@ -72,8 +76,9 @@ def _jobs(result: PolicyResult) -> str:
 
 
 def table(results: list[PolicyResult], *, title: str) -> Table:
-    """The comparison table: one row per policy."""
+    """The comparison table: one row per policy (with ``--chaos``: its violations too)."""
     grid = Table(title=title, title_justify="left")
+    chaos = any(r.chaos is not None for r in results)
     for header in (
         "policy",
         "avail.",
@@ -88,6 +93,7 @@ def table(results: list[PolicyResult], *, title: str) -> Table:
         "breaker",
         "max repl.",
         "factor",
+        *(("chaos viol.",) if chaos else ()),
     ):
         grid.add_column(header, justify="left" if header == "policy" else "right")
     for r in results:
@@ -105,6 +111,7 @@ def table(results: list[PolicyResult], *, title: str) -> Table:
             str(s.breaker_trips),
             str(s.max_nodes_terminating),
             f"{r.clock.get('achieved_factor', 0):,.0f}/{r.clock.get('requested_factor', 0):,.0f}",
+            *((chaos_cell(r.chaos),) if chaos else ()),
         )
     return grid
 

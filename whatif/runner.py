@@ -34,6 +34,7 @@ from rich.console import Console
 from temporalio.client import Client
 
 from demo.admission_summary import AdmissionSummary, admission_results, summarize_admissions
+from demo.chaos.session import ChaosReport, ChaosSession
 from demo.incidents import Incident, IncidentBook
 from demo.policy import scale_policy
 from demo.run import real_poll_interval, real_watcher_tick
@@ -41,6 +42,7 @@ from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
+from whatif.chaos import chaos_session
 from whatif.logs import log_to
 from whatif.options import (
     CompareError,
@@ -98,6 +100,8 @@ class PolicyResult(BaseModel):
     ``window`` (the simulated duration, on the simulator's scheduler), ``settle`` (open
     incidents after it), ``stop``; ``refresh`` (the incidents' lists and queries, in all,
     beside the rest) over ``refreshes`` rounds."""
+    chaos: ChaosReport | None = None
+    """With ``--chaos``: the faults injected and the invariants checked (``whatif.chaos``)."""
 
 
 @dataclass
@@ -254,6 +258,8 @@ class CompareRun:
                 before_clock=relay.start if relay is not None else None,
             ),
         )
+        # Made before the stack starts: its recorder sees every node from birth.
+        chaos = chaos_session(stack, options, self.duration)
         started = time.monotonic()
         timing: dict[str, float] = {}
         try:
@@ -265,13 +271,22 @@ class CompareRun:
         timing["start"] = time.monotonic() - started
         if relay is not None:
             timing["relay_start"] = relay.start_seconds
+        report: ChaosReport | None = None
         try:
-            samples, at_end, settled = await self._watch(stack, timing)
+            if chaos is not None:
+                chaos.start(None)  # no server_restart: the server is shared (whatif.chaos)
+            samples, at_end, settled = await self._watch(stack, timing, chaos)
             clock = stack.fleet.clock.lag_report()
             incidents = await stack.book.refresh_list()
             await stack.book.refresh_states()
             admission = await self._admission(index, client, tag)
+            if chaos is not None:
+                await chaos.stop()  # what is left of a plan the settle timeout cut short
+                # Judged with everything still running (the semaphore's query needs the worker).
+                report = await chaos.report(incidents)
         finally:
+            if chaos is not None:
+                await chaos.cancel()  # no worker restart may race the stack's stop
             stopping = time.monotonic()
             if relay is not None:
                 await relay.stop()
@@ -289,7 +304,9 @@ class CompareRun:
             stack.fleet.clock.sim_at,
             admission,
         )
-        return result.model_copy(update={"timing": {k: round(v, 1) for k, v in timing.items()}})
+        return result.model_copy(
+            update={"timing": {k: round(v, 1) for k, v in timing.items()}, "chaos": report}
+        )
 
     async def _admission(self, index: int, client: Client, tag: str) -> AdmissionSummary | None:
         """The burn-in figures, as the demo's summary has them (None: the gate is off)."""
@@ -299,7 +316,7 @@ class CompareRun:
         return summarize_admissions(results, time_factor=self.options.time_factor, running=running)
 
     async def _watch(
-        self, stack: DemoStack, timing: dict[str, float]
+        self, stack: DemoStack, timing: dict[str, float], chaos: ChaosSession | None = None
     ) -> tuple[list[Sample], FleetSnapshot, bool]:
         """Sample until the window closed and every incident settled (or the timeout).
 
@@ -308,7 +325,9 @@ class CompareRun:
         time, and this loop hears of it at once. The incidents are refreshed by a
         task of their own (``_Refresher``): their queries can take seconds, which
         must not delay the samples or the window's end. ``timing`` gets the real
-        seconds of the window, the settling and the refreshes.
+        seconds of the window, the settling and the refreshes. Under ``chaos`` the
+        worker may be dead on purpose, and the run has not settled before the chaos
+        plan is done and every problem owed an incident has one.
         """
         fleet = stack.fleet
         loop = asyncio.get_running_loop()
@@ -331,7 +350,9 @@ class CompareRun:
         task = asyncio.create_task(refresher.run())
         try:
             while True:
-                if not stack.worker.running:
+                if chaos is not None:
+                    chaos.raise_if_failed()  # a part the chaos killed did not come back
+                if not stack.worker.running and not (chaos is not None and chaos.busy):
                     raise CompareError(f"the worker process died: {stack.worker.log_tail(1000)}")
                 if task.done():
                     task.result()  # the refresh failed: its error
@@ -353,6 +374,8 @@ class CompareRun:
                             f"(errors: {fleet.scheduler.errors!r})"
                         )
                 settled = refresher.rounds > after_end and all(i.settled for i in incidents)
+                if chaos is not None and settled:
+                    settled = chaos.done and not chaos.waiting_for(incidents)
                 self._report(snapshot, incidents, "settling" if at_end is not None else "running")
                 if at_end is not None and (settled or time.monotonic() > deadline):
                     timing["settle"] = time.monotonic() - began - timing["window"]

@@ -123,6 +123,9 @@ class ChaosDriver:
         schedule: ``(real seconds after start, kind)`` pairs, from :func:`plan`.
         server: Restarts the Temporal server (needed for ``server_restart``).
         seed: Seeds the short pauses a killed part stays down.
+        sim_clock: The schedule's times are the fleet's simulated seconds, not real
+            seconds after start (runs of the same seed then see each fault at the same
+            simulated moment, however their real pace differs: the what-if comparison).
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class ChaosDriver:
         *,
         server: RestartableServer | None = None,
         seed: int = 0,
+        sim_clock: bool = False,
     ) -> None:
         if server is None and any(kind == "server_restart" for _, kind in schedule):
             raise ValueError("server_restart needs the server to restart")
@@ -140,6 +144,7 @@ class ChaosDriver:
         self._stack = stack
         self._schedule = schedule
         self._server = server
+        self._sim_clock = sim_clock
         self._rng = random.Random(f"chaos-downtime-{seed}")
         self.events: list[ChaosEvent] = []
         self.worker_down = False
@@ -177,10 +182,7 @@ class ChaosDriver:
         bursts: set[asyncio.Task[ChaosEvent]] = set()
         try:
             for at, kind in self._schedule:
-                delay = at - (time.monotonic() - self._started)
-                if delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), delay)
+                await self._until(at, stop)
                 if stop.is_set():
                     return
                 if kind.startswith(BESIDE):
@@ -191,6 +193,20 @@ class ChaosDriver:
         finally:
             if bursts:
                 await asyncio.gather(*bursts)
+
+    async def _until(self, at: float, stop: asyncio.Event) -> None:
+        """Wait until ``at`` (real seconds after start, or simulated seconds) or ``stop``."""
+        while not stop.is_set():
+            if self._sim_clock:
+                clock = self._stack.fleet.clock
+                # The simulated clock may be held back: asked again, at most each second.
+                delay = min((at - clock.now()) / clock.time_factor, 1.0)
+            else:
+                delay = at - (time.monotonic() - self._started)
+            if delay <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
 
     async def inject(self, kind: ChaosKind) -> ChaosEvent:
         """Inject one fault now and wait until the part is back; returns its log entry."""

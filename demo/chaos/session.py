@@ -86,6 +86,11 @@ class ChaosSession:
         per_kind: How many of each.
         seed: Seeds the times and the downtimes.
         real_seconds: The run's real duration (faults fall within it).
+        alerts: Run the Alertmanager receiver beside the watcher (the second trigger
+            path, which ``receiver_kill`` kills); False leaves the stack as it is.
+        sim_seconds: Plan over this many simulated seconds of the fleet's clock instead
+            of ``real_seconds`` (runs of one seed then get each fault at the same
+            simulated time: the what-if comparison's policies).
     """
 
     def __init__(
@@ -96,12 +101,18 @@ class ChaosSession:
         per_kind: int,
         seed: int,
         real_seconds: float,
+        alerts: bool = True,
+        sim_seconds: float | None = None,
     ) -> None:
         self.stack = stack
-        # Alerts are the second trigger path: the receiver runs (and is killed) beside the watcher.
-        stack.enable_alerts(AlertmanagerTimings.scaled(stack.options.fleet.time_factor))
+        if alerts:
+            # The second trigger path: the receiver runs (and is killed) beside the watcher.
+            stack.enable_alerts(AlertmanagerTimings.scaled(stack.options.fleet.time_factor))
         self.recorder = GroundTruthRecorder(stack.options.policy.triggers).attach(stack.fleet.store)
-        self.schedule = plan(seed, kinds, per_kind, real_seconds)
+        self._sim_clock = sim_seconds is not None
+        self.schedule = plan(
+            seed, kinds, per_kind, sim_seconds if sim_seconds is not None else real_seconds
+        )
         self._seed = seed
         self.driver: ChaosDriver | None = None
         self.server: RestartableServer | None = None
@@ -111,7 +122,13 @@ class ChaosSession:
     def start(self, server: DevServer | None) -> None:
         """Start injecting (``server``: the dev server to restart, if that kind is planned)."""
         self.server = RestartableServer(server) if server is not None else None
-        self.driver = ChaosDriver(self.stack, self.schedule, server=self.server, seed=self._seed)
+        self.driver = ChaosDriver(
+            self.stack,
+            self.schedule,
+            server=self.server,
+            seed=self._seed,
+            sim_clock=self._sim_clock,
+        )
         self._task = asyncio.create_task(self.driver.run(self._stop))
 
     @property
