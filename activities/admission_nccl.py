@@ -7,16 +7,19 @@ privileged and no host PID: unlike the host commands (``activities.kube_jobs``)
 it is an ordinary GPU workload. The Job lives in the Job executor's namespace
 under the same labels and RBAC (deploy/job-executor/rbac.yaml).
 
-The Job's name is heartbeated before it is created, so a retried attempt
-waits for that Job instead of starting a second all-reduce. A cancelled check
-(the node rebooted or went, an operator skipped the burn-in) deletes its Job:
-no all-reduce outlives its admission.
+A retried attempt never starts a second all-reduce: the Job's name is derived
+from the activity's identity and the node's boot (``activity_job_name``), so a
+retry's create answers 409 AlreadyExists and the retry waits for, or reads, the
+Job its earlier attempt created, even when that attempt's heartbeat was lost.
+A name recorded in a heartbeat is resumed first (older attempts used random
+names). A Job that ended without a result is deleted, so the retry runs a new
+one. A cancelled check (the node rebooted or went, an operator skipped the
+burn-in) deletes its Job: no all-reduce outlives its admission.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +28,12 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.kube_jobs import delete_job, read_container_log
+from activities.kube_jobs import (
+    KEEP_FINISHED_S,
+    activity_job_name,
+    delete_job,
+    read_container_log,
+)
 from activities.kubernetes import api_error, call_api
 from gpu_remediation import admission_models as a
 from gpu_remediation.admission_nccl import Verdict, judge, nccl_evidence
@@ -34,7 +42,6 @@ from gpu_remediation.settings import Settings
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-remediation"}
 COMMAND_LABEL = "gpu-remediation.io/command"
 CONTAINER = "nccl-all-reduce"
-KEEP_FINISHED_S = 3600
 SHM_LIMIT = "16Gi"
 """NCCL's shared-memory transport wants more than a container's 64 MiB /dev/shm."""
 
@@ -69,8 +76,7 @@ class NcclJobs:
         if gpus < 1:
             summary = f"no {self._settings.gpu_resource} allocatable on {input.node}"
             return _result(Verdict(False, summary, "NoGpuAllocatable"), gpus)
-        name = _resumed(input) or f"gpu-remediation-nccl-{uuid.uuid4().hex[:10]}"
-        # Before the create: an attempt that dies right after it leaves the name behind.
+        name = _resumed(input) or activity_job_name("nccl", input.node, input.boot_id)
         activity.heartbeat(_details(name, input))
         try:
             await self._create(self.job_manifest(name, input, gpus))
@@ -132,7 +138,7 @@ class NcclJobs:
                 self._batch.create_namespaced_job, self._settings.job_namespace, job
             )
         except ApiException as err:
-            # 409: this name exists already (a resumed attempt): wait for it.
+            # 409: an earlier attempt of this activity created it: wait for it, or read it.
             if err.status != 409:
                 raise api_error(f"create job {job.metadata.name}", err) from err
 
@@ -164,6 +170,9 @@ class NcclJobs:
                     return int(terminated.exit_code), log
             finished = _finished(job)
             if finished is not None:
+                # Deleted, so that a retry (same name) runs a new Job instead of
+                # adopting this one and failing the same way on every attempt.
+                await self._delete(name)
                 raise ApplicationError(
                     f"job {namespace}/{name} ended {finished.type} without a result: "
                     f"{finished.reason}: {finished.message}",

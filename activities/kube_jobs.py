@@ -4,15 +4,22 @@ The Job runs the same fixed script as the SSM executor
 (``activities.host_commands``); the script comes only from this project's
 code, never from input. The pod is bound to the node by ``nodeName`` (so the
 scheduler, the cordon and the quarantine taint do not stand in the way) and
-tolerates every taint. The Job's name is heartbeated before it is created: a
-retried activity resumes waiting for that Job (creating it under that name if
-the earlier attempt died first) instead of starting another.
+tolerates every taint.
+
+A retried activity never starts the command a second time. The Job's name is
+derived from the activity's identity (workflow id, run id, activity id) and
+the command, so every attempt of one activity asks for the same Job: a retry's
+create answers 409 AlreadyExists and the retry waits for (or reads the result
+of) the Job an earlier attempt created, even when that attempt's heartbeat
+never reached Temporal (a server restart, found by ``remediate demo --chaos``).
+A name recorded in a heartbeat is still resumed first (attempts started before
+names were derived recorded random ones).
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
+import hashlib
 from typing import Any
 
 from kubernetes import client as k8s
@@ -27,7 +34,15 @@ from gpu_remediation.settings import Settings
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-remediation"}
 # The Job's own limit, so a wedged driver cannot keep a pod forever.
 ACTIVE_DEADLINE_S = 3600
-KEEP_FINISHED_S = 3600
+# A finished Job is deleted as soon as its result is read; the TTL only removes
+# the Jobs whose reader died. It is long because a retry must find its earlier
+# attempt's Job still there to read it: once the TTL has removed it, the same name
+# is free and the retry's create would run the command again. A day outlasts any
+# rung's retries unless every worker stays down that long.
+KEEP_FINISHED_S = 24 * 3600
+# Job names become the pods' ``job-name`` label values, at most 63 characters.
+MAX_NAME = 63
+NAME_HASH_CHARS = 16
 CONTAINER = "host-command"
 # SSM keeps 8,000 characters of stderr; the same bound here.
 MAX_STDERR = 8000
@@ -64,10 +79,10 @@ class JobExecutor:
         name = resumable(command, "job")
         resumed = name is not None
         if name is None:
-            name = f"gpu-remediation-{command.kind.replace('_', '-')}-{uuid.uuid4().hex[:10]}"
-        # Before the create: an attempt that dies right after creating the Job must
-        # leave its name behind, or the retry would run the command a second time.
+            name = activity_job_name(command.kind, command.model_dump_json())
         activity.heartbeat(_details(name, command))
+        # A 409 on the create is an earlier attempt's Job under the same derived
+        # name: it is adopted (waited for, or its result read), never run again.
         if not resumed or not await self._exists(name):
             await self._create(name, node, command)
         outcome = await self._wait(name, command)
@@ -121,7 +136,7 @@ class JobExecutor:
                 self.job_manifest(name, node, command),
             )
         except ApiException as err:
-            # 409: an earlier attempt's create went through after all; wait for it.
+            # 409: an earlier attempt of this activity created it; wait for it.
             if err.status != 409:
                 raise api_error(f"create job {name}", err) from err
 
@@ -184,6 +199,27 @@ class JobExecutor:
     async def _delete(self, name: str) -> None:
         # The TTL removes it later; the command's result is what matters.
         await delete_job(self._batch, self._settings.job_namespace, name)
+
+
+def activity_job_name(kind: str, *scope: str) -> str:
+    """The Job name of the running activity's ``kind`` of Job, the same on every attempt.
+
+    ``gpu-remediation-<kind>-<hash>``: the hash is of the workflow id, run id,
+    activity id and ``scope`` (what tells apart the Jobs one activity creates),
+    so it differs between activities and between runs of a workflow. At most 63
+    characters, the limit on the ``job-name`` label Kubernetes puts on the pods.
+
+    Args:
+        kind: What the Job does (``gpu_reset``, ``nccl``); lowercase letters,
+            digits and underscores.
+        scope: Further strings that tell apart the Jobs of one activity.
+    """
+    info = activity.info()
+    ids = (info.workflow_id or "", info.workflow_run_id or "", info.activity_id)
+    key = "\n".join((*ids, *scope))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:NAME_HASH_CHARS]
+    prefix = f"gpu-remediation-{kind.replace('_', '-')}"[: MAX_NAME - NAME_HASH_CHARS - 1]
+    return f"{prefix.rstrip('-')}-{digest}"
 
 
 def _details(name: str, command: HostCommand, pods: list[str] | None = None) -> dict[str, Any]:

@@ -7,15 +7,20 @@ cooldown or a timeout means the same against the simulated fleet as against a
 real one, the demo divides every duration of the policy by the time factor:
 grace periods (fault classes and the watcher's conditions), the cooldown,
 rung and verification timeouts, retry intervals, attempt windows, the
-repeat-offender window, approval and escalation waits, the permit wait and
-the lease. A policy file given to the demo is written in simulated time like
-any other policy and is scaled the same way.
+repeat-offender window, approval and escalation waits, the permit wait, the
+lease, and the activities' own timeouts (``timeouts``: how soon a SIGKILLed
+worker's activities are retried, so crash recovery takes the same simulated
+time at any time factor, down to its floor). A policy file given to the demo
+is written in simulated time like any other policy and is scaled the same way.
 
 Some durations get a floor in real time, because work that does not run on
 the simulated clock (Temporal round trips, API calls, Python on 2 cores) must
 still fit: timeouts and operator waits at least ``MIN_TIMEOUT``, retry
-intervals at least ``MIN_RETRY_INITIAL`` / ``MIN_RETRY_MAX``, and the lease
-at least twice the replace rung's timeout (a live holder never loses it).
+intervals at least ``MIN_RETRY_INITIAL`` / ``MIN_RETRY_MAX``, the activity
+timeouts at least ``MIN_ACTIVITY_TIMEOUT`` (a call slowed by the machine's load
+or an API latency burst, or a heartbeat held up by a Temporal restart, must not
+time out), and the lease at least twice the replace rung's timeout (a live
+holder never loses it).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from gpu_remediation.policy import Policy
 MIN_TIMEOUT = timedelta(seconds=10)
 MIN_RETRY_INITIAL = timedelta(milliseconds=200)
 MIN_RETRY_MAX = timedelta(seconds=1)
+MIN_ACTIVITY_TIMEOUT = timedelta(seconds=10)
 
 # Durations that bound work done in real time: they get MIN_TIMEOUT.
 _TIMEOUT_KEYS = frozenset(
@@ -43,8 +49,12 @@ def _scale(value: timedelta, factor: float, floor: timedelta | None) -> timedelt
     return scaled
 
 
-def _floor_for(path: tuple[str, ...], min_timeout: timedelta) -> timedelta | None:
+def _floor_for(
+    path: tuple[str, ...], min_timeout: timedelta, min_activity_timeout: timedelta
+) -> timedelta | None:
     key = path[-1]
+    if path[:1] == ("timeouts",):
+        return min_activity_timeout
     if key in _TIMEOUT_KEYS:
         return min_timeout
     if path[-2:] == ("retry", "initial_interval"):
@@ -54,20 +64,22 @@ def _floor_for(path: tuple[str, ...], min_timeout: timedelta) -> timedelta | Non
     return None  # grace periods, cooldown, windows: scaled exactly
 
 
-def _walk(value: Any, factor: float, path: tuple[str, ...], min_timeout: timedelta) -> Any:
+def _walk(value: Any, factor: float, path: tuple[str, ...], floors: tuple[timedelta, ...]) -> Any:
     if isinstance(value, timedelta):
-        return _scale(value, factor, _floor_for(path, min_timeout))
+        return _scale(value, factor, _floor_for(path, *floors))
     if isinstance(value, dict):
-        return {
-            key: _walk(item, factor, (*path, str(key)), min_timeout) for key, item in value.items()
-        }
+        return {key: _walk(item, factor, (*path, str(key)), floors) for key, item in value.items()}
     if isinstance(value, list):
-        return [_walk(item, factor, path, min_timeout) for item in value]
+        return [_walk(item, factor, path, floors) for item in value]
     return value
 
 
 def scale_policy(
-    policy: Policy, time_factor: float, *, min_timeout: timedelta = MIN_TIMEOUT
+    policy: Policy,
+    time_factor: float,
+    *,
+    min_timeout: timedelta = MIN_TIMEOUT,
+    min_activity_timeout: timedelta = MIN_ACTIVITY_TIMEOUT,
 ) -> Policy:
     """Return ``policy`` with every duration divided by ``time_factor`` (with the floors above).
 
@@ -75,6 +87,8 @@ def scale_policy(
         policy: A validated policy, its durations in simulated time.
         time_factor: Simulated seconds per real second (> 0); 1 changes nothing.
         min_timeout: The floor of timeouts and operator waits (tests lower it).
+        min_activity_timeout: The floor of ``timeouts`` (bookkeeping start-to-close
+            and heartbeat timeout).
 
     Raises:
         ValueError: A time factor that is not positive.
@@ -83,7 +97,8 @@ def scale_policy(
         raise ValueError(f"time factor must be positive, got {time_factor!r}")
     if time_factor == 1:
         return policy
-    data = _walk(policy.model_dump(mode="python"), time_factor, (), min_timeout)
+    floors = (min_timeout, min_activity_timeout)
+    data = _walk(policy.model_dump(mode="python"), time_factor, (), floors)
     replace_timeout: timedelta = data["rungs"][Rung.REPLACE]["timeout"]
     data["replacement"]["lease"] = max(data["replacement"]["lease"], 2 * replace_timeout)
     return Policy.model_validate(data)

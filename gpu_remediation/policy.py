@@ -417,6 +417,29 @@ class AdmissionPolicy(PolicyModel):
         return self.diag_level
 
 
+class ActivityTimeoutsPolicy(PolicyModel):
+    """How soon Temporal gives up on an activity attempt whose worker went silent.
+
+    A SIGKILLed worker's running activities are retried only once these expire,
+    so they bound crash recovery. Not how long the work may take (that is each
+    rung's ``timeout``): a heartbeating activity runs as long as it keeps
+    heartbeating. Absent in histories recorded before it: today's defaults.
+    """
+
+    bookkeeping: Duration = Field(
+        default=timedelta(seconds=60),
+        ge=timedelta(seconds=1),
+        le=timedelta(hours=1),
+        description="Start-to-close of one attempt of a read or bookkeeping activity.",
+    )
+    heartbeat: Duration = Field(
+        default=timedelta(minutes=2),
+        ge=timedelta(seconds=1),
+        le=timedelta(hours=1),
+        description="A long activity (rungs, burn-in checks) silent this long is retried.",
+    )
+
+
 def _default_rungs() -> dict[Rung, RungPolicy]:
     return {rung: RungPolicy() for rung in Rung}
 
@@ -442,6 +465,7 @@ class Policy(PolicyModel):
     triggers: TriggerPolicy = TriggerPolicy()
     jobs: JobsPolicy = JobsPolicy()
     admission: AdmissionPolicy = AdmissionPolicy()  # issue 20; absent in older histories
+    timeouts: ActivityTimeoutsPolicy = ActivityTimeoutsPolicy()  # absent in older histories
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:

@@ -28,14 +28,13 @@ with workflow.unsafe.imports_passed_through():
 R = TypeVar("R", bound=BaseModel)
 
 # Reads and bookkeeping are short and safe to repeat, so they retry generously.
-BOOKKEEPING_TIMEOUT = timedelta(seconds=60)
+# Their start-to-close and the long activities' heartbeat timeout are the
+# policy's ``timeouts`` (they bound how soon a dead worker's activity is retried).
 BOOKKEEPING_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=10,
 )
-# Long activities heartbeat; a silent one is presumed dead well before its timeout.
-HEARTBEAT_TIMEOUT = timedelta(minutes=2)
 # Failures that retrying cannot fix; implementations raise
 # ApplicationError(type=...) with these names.
 NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupported"]
@@ -200,7 +199,7 @@ class NodeActions:
         await workflow.execute_activity(
             Activities.NOTIFY_WORKLOAD_OWNER,
             c.NotifyWorkloadOwnerInput(**self._ids(), fault_class=fault, message=message[:2048]),
-            start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+            start_to_close_timeout=self._policy.timeouts.bookkeeping,
             retry_policy=BOOKKEEPING_RETRY,
             summary="notify the workload owner",
         )
@@ -263,7 +262,7 @@ class NodeActions:
             c.RecordStepInput(
                 **self._ids(), rung=rung, fault_class=fault, message=message[:1024], warning=warning
             ),
-            start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+            start_to_close_timeout=self._policy.timeouts.bookkeeping,
             retry_policy=BOOKKEEPING_RETRY,
             summary="record on the node",
         )
@@ -275,7 +274,7 @@ class NodeActions:
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+            start_to_close_timeout=self._policy.timeouts.bookkeeping,
             retry_policy=BOOKKEEPING_RETRY,
             summary=summary,
         )
@@ -296,7 +295,8 @@ class NodeActions:
             arg,
             result_type=result_type,
             start_to_close_timeout=limit or self._policy.rung(rung).timeout,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            # A silent long activity is presumed dead well before its own timeout.
+            heartbeat_timeout=self._policy.timeouts.heartbeat,
             retry_policy=RetryPolicy(
                 initial_interval=retry.initial_interval,
                 backoff_coefficient=retry.backoff,

@@ -37,13 +37,13 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.node_incident import failure_cause
 
-BOOKKEEPING_TIMEOUT = timedelta(seconds=60)
+# The bookkeeping start-to-close and the checks' heartbeat timeout are the
+# policy's ``timeouts`` (they bound how soon a dead worker's activity is retried).
 BOOKKEEPING_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=10,
 )
-HEARTBEAT_TIMEOUT = timedelta(minutes=2)
 NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "NotSupported"]
 MAX_DECISIONS = 100
 SOURCE = "node-admission"
@@ -61,6 +61,7 @@ class NodeAdmissionWorkflow:
     def __init__(self, input: a.AdmissionInput) -> None:
         self._input = input
         self._gate = input.policy.admission
+        self._timeouts = input.policy.timeouts
         self._state = a.AdmissionState(
             cluster=input.cluster,
             node=input.node,
@@ -220,7 +221,7 @@ class NodeAdmissionWorkflow:
             arg,
             result_type=result_type,
             start_to_close_timeout=self._gate.check_timeout,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            heartbeat_timeout=self._timeouts.heartbeat,
             retry_policy=RetryPolicy(
                 initial_interval=retry.initial_interval,
                 backoff_coefficient=retry.backoff,
@@ -476,7 +477,7 @@ class NodeAdmissionWorkflow:
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+            start_to_close_timeout=self._timeouts.bookkeeping,
             retry_policy=BOOKKEEPING_RETRY,
             summary=summary,
         )

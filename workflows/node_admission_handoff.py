@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.admission_models import AdmissionTrigger
     from gpu_remediation.ids import INCIDENT_HOLD_TAINT_VALUE, Activities
 
-from workflows.node_actions import BOOKKEEPING_RETRY, BOOKKEEPING_TIMEOUT
+from workflows.node_actions import BOOKKEEPING_RETRY
 from workflows.node_incident import failure_cause
 from workflows.node_view import IncidentView
 
@@ -65,7 +65,7 @@ class AdmissionHandoff(IncidentView):
                 Activities.HOLD_FOR_ADMISSION,
                 a.HoldForAdmissionInput(node=node, admission_id=info.workflow_id, add_taint=False),
                 result_type=a.AdmissionHold,
-                start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+                start_to_close_timeout=self._policy.timeouts.bookkeeping,
                 retry_policy=BOOKKEEPING_RETRY,
                 summary=f"read {node} for its admission",
             )
@@ -98,7 +98,7 @@ class AdmissionHandoff(IncidentView):
                     taint_value=INCIDENT_HOLD_TAINT_VALUE,
                 ),
                 result_type=a.AdmissionHold,
-                start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+                start_to_close_timeout=self._policy.timeouts.bookkeeping,
                 retry_policy=BOOKKEEPING_RETRY,
                 summary=f"hold {node} behind the startup taint",
             )
@@ -118,7 +118,7 @@ class AdmissionHandoff(IncidentView):
                     )
                 ),
                 result_type=a.StartAdmissionResult,
-                start_to_close_timeout=BOOKKEEPING_TIMEOUT,
+                start_to_close_timeout=self._policy.timeouts.bookkeeping,
                 retry_policy=BOOKKEEPING_RETRY,
                 summary=f"start the burn-in of {node}",
             )

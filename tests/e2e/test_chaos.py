@@ -88,9 +88,10 @@ async def chaos_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict
         "60",
         "--duration",
         "12m",
-        # A worker killed mid-activity leaves it to the server's start-to-close
-        # timeout: 60 s real for the incidents' reads and bookkeeping, whatever
-        # the time factor (workflows/node_actions.py, BOOKKEEPING_TIMEOUT).
+        # A worker killed mid-activity leaves it to the server's timeouts: the
+        # policy's `timeouts` (bookkeeping, heartbeat), scaled by the time factor
+        # to their 10 s real floor (demo/policy.py). What is left after the run is
+        # the last incidents' own ladder (about 40 s real here).
         "--settle-timeout",
         "90",
         "--seed",
