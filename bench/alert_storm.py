@@ -26,13 +26,20 @@ a drift of the machine or the database weighs on all sides alike);
 machine: ``other_cpu_s`` shows how much a phase was disturbed, and the ratio
 is the median of the rounds' ratios.
 
+Issue 23's size is ``--nodes 10000`` (``run_10k``, ``--only alert_storm_10k``
+in ``bench.run_all``): 10,000 nodes x 10 alerts per round, target 0.9x the
+bare start rate of the same run.
+
 Measured: workflows started per second on each side (the receiver's rate
 counts the 1,000 workflows over the wall time of posting all 10,000 alerts),
 the ratio receiver / bare (target >= 0.7) and receiver / direct, alerts per
 second, and CPU seconds of the server, the receiver, this process and the rest
 of the machine. Checked: every node's workflow exists with exactly one run
 (visibility, per workflow id), every response was 200, and the receiver
-delivered each distinct alert once (the rest were answered as duplicates).
+delivered each distinct alert once (the rest were answered as duplicates). A
+post answered 503 (Temporal did not answer the receiver in time) is sent again
+after a backoff, as Alertmanager does, at most ``POST_ATTEMPTS`` times; such
+retries are counted (``receiver_outcomes.retried_posts``) and timed.
 """
 
 from __future__ import annotations
@@ -75,10 +82,14 @@ from gpu_remediation.workflow_models import NodeRemediationInput
 from triggers.starter import IncidentStarter
 
 TARGET_RATIO = 0.7
+TARGET_RATIO_10K = 0.9
+"""Issue 23: 10,000 nodes x 10 alerts at 0.9x the bare start rate of the same run."""
 RECEIVER_CLUSTER = "storm"
 BARE_CLUSTER = "bare"
 DIRECT_CLUSTER = "direct"
 SIDES = ("bare", "direct", "receiver")
+POST_ATTEMPTS = 5
+RETRY_DELAY_S = 1.0
 TOKEN = "bench-" + uuid.uuid4().hex
 
 
@@ -295,7 +306,14 @@ async def receiver_phase(
     headers = {"Authorization": f"Bearer {TOKEN}"}
 
     async def post(body: dict[str, Any]) -> None:
-        response = await http.post(f"{receiver.url}/v1/alerts", json=body, headers=headers)
+        for attempt in range(1, POST_ATTEMPTS + 1):
+            response = await http.post(f"{receiver.url}/v1/alerts", json=body, headers=headers)
+            if response.status_code != 503 or attempt == POST_ATTEMPTS:
+                break
+            # 503: Temporal did not answer in time. Alertmanager sends the notification
+            # again after a backoff; so does the storm (counted, and inside the timing).
+            outcomes.update(retried_posts=1)
+            await asyncio.sleep(RETRY_DELAY_S * 2 ** (attempt - 1))
         if response.status_code != 200:
             raise RuntimeError(f"receiver answered {response.status_code}: {response.text[:500]}")
         answer = response.json()
@@ -325,7 +343,8 @@ async def runs_per_workflow(client: Client, cluster: str, expected: int) -> Coun
                 counts[execution.id] += 1
         return len(counts) >= expected
 
-    await poll_until(all_visible, limit_s=60, interval=0.5)
+    # Each poll lists every node workflow of the server (all sides, all rounds).
+    await poll_until(all_visible, limit_s=max(60.0, expected / 50), interval=1.0)
     return counts
 
 
@@ -338,13 +357,16 @@ async def run(
     connections: int = 8,
     in_flight: int = 64,
     rounds: int | None = None,
+    target_ratio: float = TARGET_RATIO,
+    name: str = "alert_storm",
 ) -> dict[str, Any]:
     """Run the benchmark; return the numbers (also printed)."""
+    label = name  # ``name`` is reused below for the sides
     count = nodes or (200 if quick else 1000)
     rounds = rounds or (1 if quick else 3)
     copies = 1 + duplicates
     print(
-        f"[alert_storm] {count} nodes x {copies} alerts, batches of {batch}, "
+        f"[{label}] {count} nodes x {copies} alerts, batches of {batch}, "
         f"{connections} connections, {in_flight} Temporal calls in flight, {rounds} round(s) ...",
         flush=True,
     )
@@ -383,7 +405,7 @@ async def run(
                     for name in SIDES if round_ % 2 else tuple(reversed(SIDES)):
                         phases.append(await side(name, round_, names))
                         print(
-                            f"[alert_storm] round {round_} {name}: "
+                            f"[{label}] round {round_} {name}: "
                             f"{phases[-1].workflows_per_s} workflows/s "
                             f"(other processes: {phases[-1].other_cpu_s} CPU s)",
                             flush=True,
@@ -401,6 +423,19 @@ async def run(
         connections=connections,
         in_flight=in_flight,
         rounds=rounds,
+        target_ratio=target_ratio,
+        name=label,
+    )
+
+
+async def run_10k(*, quick: bool = False) -> dict[str, Any]:
+    """Issue 23's size: 10,000 nodes x 10 alerts, target 0.9 (1,000 nodes, one round, quick)."""
+    return await run(
+        quick=quick,
+        nodes=1000 if quick else 10_000,
+        rounds=1 if quick else 3,
+        target_ratio=TARGET_RATIO_10K,
+        name="alert_storm_10k",
     )
 
 
@@ -428,9 +463,16 @@ def _result(
     alert_rate = sum(p.alerts for p in storm) / sum(p.seconds for p in storm)
     all_started = len(storm_runs) == count * rounds
     extra_runs = sum(1 for runs in storm_runs.values() if runs != 1)
-    delivered_once = outcomes["delivered"] == count * rounds
+    # A retried post's alerts may have been delivered by the attempt answered 503 (its
+    # counts are lost) and be answered as duplicates on the retry.
+    delivered_once = (
+        outcomes["delivered"] == count * rounds
+        if not outcomes["retried_posts"]
+        else outcomes["delivered"] <= count * rounds
+    )
+    target = settings["target_ratio"]
     result = {
-        "name": "alert_storm",
+        "name": settings["name"],
         "quick": settings["quick"],
         "nodes": count,
         "alerts_per_node": settings["copies"],
@@ -447,17 +489,17 @@ def _result(
         "round_ratios": [round(r, 2) for r in ratios],
         "ratio": round(ratio, 2),
         "ratio_to_direct": round(statistics.median(direct_ratios), 2),
-        "target_ratio": TARGET_RATIO,
+        "target_ratio": target,
         "receiver_outcomes": dict(outcomes),
         "workflows_started": len(storm_runs),
         "workflows_with_more_than_one_run": extra_runs,
-        "ok": ratio >= TARGET_RATIO and all_started and extra_runs == 0 and delivered_once,
+        "ok": ratio >= target and all_started and extra_runs == 0 and delivered_once,
     }
     print(
-        f"[alert_storm] bare {result['bare_workflows_per_s']} starts/s, direct "
+        f"[{result['name']}] bare {result['bare_workflows_per_s']} starts/s, direct "
         f"{result['direct_workflows_per_s']} signal-with-starts/s, receiver "
         f"{result['receiver_workflows_per_s']} workflows/s ({alert_rate:.0f} alerts/s): "
-        f"ratio {ratio:.2f} (rounds {result['round_ratios']}, target >= {TARGET_RATIO}); "
+        f"ratio {ratio:.2f} (rounds {result['round_ratios']}, target >= {target}); "
         f"{len(storm_runs)} workflows, {extra_runs} with more than one run; "
         f"outcomes {dict(outcomes)}",
         flush=True,
@@ -468,23 +510,24 @@ def _result(
 def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """Rows of ``bench.run_all``'s summary table."""
     rounds = ", ".join(f"{x:.2f}" for x in r["round_ratios"])
+    name = r["name"]
     return [
         (
-            "alert_storm",
+            name,
             "workflows/s: bare start / direct signal-with-start / receiver",
             f"{r['bare_workflows_per_s']:.0f} / {r['direct_workflows_per_s']:.0f} / "
             f"{r['receiver_workflows_per_s']:.0f}",
             "",
         ),
         (
-            "alert_storm",
+            name,
             f"receiver / bare, {r['nodes']} nodes x {r['alerts_per_node']} alerts (median)",
             f"{r['ratio']:.2f} ({rounds})",
             f">= {r['target_ratio']}",
         ),
-        ("alert_storm", "receiver alerts/s", f"{r['receiver_alerts_per_s']:.0f}", ""),
+        (name, "receiver alerts/s", f"{r['receiver_alerts_per_s']:.0f}", ""),
         (
-            "alert_storm",
+            name,
             "workflows started / with more than one run",
             f"{r['workflows_started']} / {r['workflows_with_more_than_one_run']}",
             f"{r['nodes'] * r['rounds']} / 0",
@@ -501,7 +544,16 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--rounds", type=int)
+    parser.add_argument(
+        "--target-ratio",
+        type=float,
+        default=None,
+        help=f"receiver / bare (default {TARGET_RATIO}; {TARGET_RATIO_10K} from 10,000 nodes)",
+    )
     args = parser.parse_args()
+    target = args.target_ratio
+    if target is None:
+        target = TARGET_RATIO_10K if (args.nodes or 0) >= 10_000 else TARGET_RATIO
     asyncio.run(
         run(
             quick=args.quick,
@@ -511,6 +563,8 @@ def main() -> None:
             connections=args.connections,
             in_flight=args.in_flight,
             rounds=args.rounds,
+            target_ratio=target,
+            name="alert_storm_10k" if (args.nodes or 0) >= 10_000 else "alert_storm",
         )
     )
 

@@ -18,7 +18,17 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bench import agent, alert_storm, ladder, memory, semaphore, simulator, workers
+from bench import (
+    agent,
+    alert_storm,
+    chaos_soak,
+    ladder,
+    memory,
+    semaphore,
+    simulator,
+    watcher,
+    workers,
+)
 from bench import compare as compare_bench
 from bench import demo as demo_bench
 from bench.common import RESULTS_DIR, machine_notes
@@ -31,9 +41,14 @@ BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
     "memory": lambda quick: memory.run(quick=quick),
     "simulator": lambda quick: simulator.run(quick=quick),
     "alert_storm": lambda quick: alert_storm.run(quick=quick),
+    # Issue 23's 10,000-node sizes (quick: 1,000 nodes).
+    "simulator_10k": lambda quick: simulator.run_10k(quick=quick),
+    "watcher_10k": lambda quick: watcher.run_10k(quick=quick),
+    "alert_storm_10k": lambda quick: alert_storm.run_10k(quick=quick),
     "agent": lambda quick: agent.run(quick=quick),
     "demo": lambda quick: demo_bench.run(quick=quick),
     "compare": lambda quick: compare_bench.run(quick=quick),
+    "chaos_soak": lambda quick: chaos_soak.run(quick=quick),
 }
 
 
@@ -69,16 +84,22 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
             ),
             ("memory", "per incident (above idle worker)", f"{r['per_workflow_kb']:.0f} KiB", ""),
         ]
-    if "simulator" in results:
-        rows += simulator.summary_rows(results["simulator"])
-    if "alert_storm" in results:
-        rows += alert_storm.summary_rows(results["alert_storm"])
+    for name in ("simulator", "simulator_10k"):
+        if name in results:
+            rows += simulator.summary_rows(results[name])
+    if "watcher_10k" in results:
+        rows += watcher.summary_rows(results["watcher_10k"])
+    for name in ("alert_storm", "alert_storm_10k"):
+        if name in results:
+            rows += alert_storm.summary_rows(results[name])
     if "agent" in results:
         rows += agent.summary_rows(results["agent"])
     if "demo" in results:
         rows += demo_bench.summary_rows(results["demo"])
     if "compare" in results:
         rows += compare_bench.summary_rows(results["compare"])
+    if "chaos_soak" in results:
+        rows += chaos_soak.summary_rows(results["chaos_soak"])
     return rows
 
 
