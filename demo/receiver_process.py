@@ -22,13 +22,19 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from gpu_remediation.policy import Policy
 
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
 TOKEN_ENV = "GPU_REMEDIATION_RECEIVER_TOKEN"
 STOP_TIMEOUT = 15.0
+CONNECT_PATIENCE_S = 45.0
+"""How long a starting receiver waits for Temporal (within ``wait_serving``'s 60 s)."""
 
 
 class ReceiverSettings(BaseModel):
@@ -153,15 +159,36 @@ def _answers(url: str) -> bool:
         return False
 
 
+async def _connect_patiently(settings: ReceiverSettings) -> Client:
+    """Connect to Temporal, retrying while it is down for up to ``CONNECT_PATIENCE_S``.
+
+    A receiver restarted while the server restarts too (``--chaos`` draws both
+    at once now and then) found nothing listening and exited, which failed the
+    whole run: as a supervisor restarting a crashed receiver would, it waits.
+    """
+    from demo.server import connect
+
+    deadline = time.monotonic() + CONNECT_PATIENCE_S
+    delay = 0.2
+    while True:
+        try:
+            return await connect(settings.address, settings.namespace)
+        except RuntimeError as err:  # the SDK's "Failed client connect: ..."
+            if time.monotonic() > deadline:
+                raise
+            print(f"Temporal at {settings.address} not answering ({err}); retrying", flush=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
 async def _serve(settings: ReceiverSettings, token: str) -> None:
     # Imported here: the parent (the demo stack) needs none of the web stack.
     import uvicorn
 
-    from demo.server import connect
     from triggers.receiver import create_app
     from triggers.starter import IncidentStarter
 
-    client = await connect(settings.address, settings.namespace)
+    client = await _connect_patiently(settings)
     starter = IncidentStarter(
         client,
         cluster=settings.cluster,
