@@ -12,10 +12,8 @@ travels in ``GPU_REMEDIATION_RECEIVER_TOKEN``, never on the command line.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from demo.child_process import kill_group, log_tail, stop_group
 from gpu_remediation.policy import Policy
 
 if TYPE_CHECKING:
@@ -121,33 +120,15 @@ class ReceiverProcess:
 
     def kill(self) -> None:
         """SIGKILL the receiver (a crash: requests in flight get no answer) and reap it."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=STOP_TIMEOUT)
+        kill_group(self.process, STOP_TIMEOUT)
 
     async def stop(self) -> int | None:
         """SIGTERM (uvicorn finishes the requests in flight), SIGKILL after a grace period."""
-        process = self.process
-        if process is None:
-            return None
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                await asyncio.to_thread(process.wait, STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return process.returncode
+        return await stop_group(self.process, STOP_TIMEOUT, STOP_TIMEOUT)
 
     def log_tail(self, chars: int = 2000) -> str:
         """The end of the receiver's log."""
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        return log_tail(self.log_path, chars)
 
 
 def _answers(url: str) -> bool:

@@ -11,9 +11,7 @@ can be killed outright (the crash-safety test).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +22,8 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+
+from demo.child_process import kill_group, log_tail, stop_group
 
 STOP_TIMEOUT = 45.0
 """Longer than the worker's own graceful shutdown (30 s for running activities)."""
@@ -120,12 +120,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """SIGKILL the worker (no graceful shutdown: a crash) and reap it."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=STOP_TIMEOUT)
+        kill_group(self.process, STOP_TIMEOUT)
 
     async def stop(self, grace_s: float = STOP_TIMEOUT) -> int | None:
         """SIGTERM the worker (graceful: running activities may finish), SIGKILL after ``grace_s``.
@@ -133,24 +128,11 @@ class WorkerProcess:
         Returns:
             Its exit code (None if none was running).
         """
-        process = self.process
-        if process is None:
-            return None
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                await asyncio.to_thread(process.wait, grace_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return process.returncode
+        return await stop_group(self.process, grace_s, STOP_TIMEOUT)
 
     def log_tail(self, chars: int = 2000) -> str:
         """The end of the worker's log."""
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        return log_tail(self.log_path, chars)
 
 
 async def pollers(client: Client, task_queue: str) -> list[str]:
