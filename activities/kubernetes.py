@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.kube_drain import Drainer
-from activities.kube_nodes import list_node_summaries
+from activities.kube_nodes import NodeSummary, list_node_summaries
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 from gpu_remediation.settings import Settings
@@ -252,24 +252,11 @@ class KubernetesActivities:
         )
         while True:
             old = await call_api(self._core.read_node, input.node, missing_ok=True)
-            nodes = await call_api(self._core.list_node, label_selector=selector)
-            fresh = sorted(
-                (
-                    n
-                    for n in nodes.items
-                    if n.metadata.name != input.node
-                    and n.metadata.creation_timestamp is not None
-                    and n.metadata.creation_timestamp >= since
-                    and node_ready(n)
-                ),
-                # Nodes from the deletion's own second may have existed before
-                # it (1 s resolution): those clearly created after come first.
-                key=lambda n: (
-                    n.metadata.creation_timestamp <= since,
-                    n.metadata.creation_timestamp,
-                    n.metadata.name,
-                ),
-            )
+            try:
+                nodes = await list_node_summaries(self._core, selector)
+            except ApiException as err:
+                raise api_error("list_node", err) from err
+            fresh = _replacement_candidates(nodes, input.node, since)
             new_node = await self._claim_replacement(input.node, fresh) if old is None else None
             activity.heartbeat(
                 {
@@ -446,6 +433,26 @@ def api_error(call: str, err: ApiException) -> ApplicationError:
         type="KubernetesError" if not final else "InvalidInput",
         non_retryable=final,
     )
+
+
+def _replacement_candidates(
+    nodes: list[NodeSummary], old: str, since: datetime
+) -> list[NodeSummary]:
+    """Ready nodes created at or after ``since`` (not ``old``), oldest first.
+
+    Nodes from the deletion's own second may have existed before it (1 s
+    resolution): those clearly created after come first.
+    """
+    created = [
+        (n.metadata.creation_timestamp, n)
+        for n in nodes
+        if n.metadata.name != old
+        and n.metadata.creation_timestamp is not None
+        and n.metadata.creation_timestamp >= since
+        and node_ready(n)
+    ]
+    created.sort(key=lambda pair: (pair[0] <= since, pair[0], pair[1].metadata.name))
+    return [n for _, n in created]
 
 
 def _annotation(node: Any, key: str) -> str | None:

@@ -4,9 +4,11 @@ The remediation hands a node to people by labelling it
 ``gpu-remediation.io/needs-human=true`` (and a Warning event). This model
 watches for that label. For each new ticket it draws a **response time** (the
 ticket waits that long before someone looks) and a **repair time** (the
-hands-on work), with at most ``staff`` tickets worked at once (first come,
-first served). When the work is done the person acts on what is really wrong
-with the node, as someone at the console would find out:
+hands-on work), with at most ``staff`` tickets worked at once, first looked at,
+first served. Only the repair keeps a person busy: while a ticket waits for its
+response (the page not yet answered) the staff work other tickets. When the
+work is done the person acts on what is really wrong with the node, as someone
+at the console would find out:
 
 - a fault that only new hardware fixes (``Fix.REPLACE``): the node goes for
   RMA, i.e. its NodeClaim is deleted and Karpenter replaces it;
@@ -91,19 +93,29 @@ class HumanOperator:
         self._open.add(name)
         self._fleet.scheduler.call_soon(lambda: self._take(name))
 
+    def draws(self, name: str, number: int) -> tuple[float, float]:
+        """The response and repair time (seconds) of the node's ``number``-th ticket."""
+        rng = random.Random(f"{self._seed}/{name}/{number}")
+        return self._config.response.draw(rng), self._config.repair.draw(rng)
+
     def _take(self, name: str) -> None:
         fleet = self._fleet
         number = self._tickets.get(name, 0)
         self._tickets[name] = number + 1
-        rng = random.Random(f"{self._seed}/{name}/{number}")
+        response, repair = self.draws(name, number)
+        fleet.count("operator.tickets")
+        # Nobody is busy with the ticket while it waits for its response (the page
+        # is not yet answered): a person is taken only once someone looks.
+        fleet.scheduler.call_at(fleet.clock.now() + response, lambda: self._look(name, repair))
+
+    def _look(self, name: str, repair: float) -> None:
+        fleet = self._fleet
         now = fleet.clock.now()
-        response, repair = self._config.response.draw(rng), self._config.repair.draw(rng)
         person_free = heapq.heappop(self._free_at)
-        start = max(now + response, person_free)
+        start = max(now, person_free)
         done = start + repair
         heapq.heappush(self._free_at, done)
-        fleet.count("operator.tickets")
-        log.info("ticket for %s: looked at in %.0fs, done in %.0fs more", name, start - now, repair)
+        log.info("ticket for %s: worked on in %.0fs, done in %.0fs more", name, start - now, repair)
         fleet.scheduler.call_at(done, lambda: self._act(name))
 
     def _act(self, name: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpu_remediation.contracts import QUARANTINE_TAINT_KEY
 from simulator.fleet import Fleet
+from simulator.fleet.config import PoolSpec
 from simulator.fleet.operator import NEEDS_HUMAN_LABEL
 from simulator.fleet.operator_config import LogNormal, OperatorConfig
 from simulator.kube_api import NODES
@@ -84,6 +85,34 @@ async def test_one_person_works_tickets_one_after_the_other(
     )
     # 10 min response, then 20 min each, back to back: at least 50 simulated minutes.
     assert fleet.clock.now() - start >= 50 * 60
+
+
+async def test_a_ticket_waiting_for_its_response_does_not_hold_a_person(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    # One person; the response times vary. A ticket whose page goes unanswered for
+    # hours must not keep the only person from a ticket answered in minutes.
+    fleet = make_fleet(
+        operator=OperatorConfig(
+            response=LogNormal(median=timedelta(minutes=30), sigma=1.0),
+            repair=LogNormal(median=timedelta(minutes=20), sigma=0),
+            staff=1,
+        ),
+        pools=[PoolSpec(name="h100", nodes=40)],
+    )
+    operator = fleet.operator
+    assert operator is not None
+    by_response = sorted(fleet.nodes, key=lambda n: operator.draws(n, 0)[0])
+    fast, slow = by_response[0], by_response[-1]
+    # The fast ticket is done (response + 20 min) well before the slow one is looked at.
+    assert operator.draws(slow, 0)[0] - operator.draws(fast, 0)[0] > 2 * 3600
+    for name in (slow, fast):
+        fleet.inject("fallen_off_bus", name, gpu=0)
+        escalate(fleet, name)
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: fleet.active_faults(fast)), lambda faults: not faults
+    )
+    assert fleet.active_faults(slow)  # still waiting for its response
 
 
 async def test_without_an_operator_nobody_answers(make_fleet: Callable[..., Fleet]) -> None:
