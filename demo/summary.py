@@ -63,7 +63,8 @@ from rich.text import Text
 
 from demo.admission_summary import AdmissionSummary, admission_text
 from demo.incidents import Incident
-from gpu_remediation.models import Outcome, Rung, Urgency
+from gpu_remediation import decision_log as log_words
+from gpu_remediation.models import Outcome, Rung
 from simulator.fleet import FleetSnapshot
 from simulator.fleet.workloads import CAUSED_BY_FAULT
 
@@ -178,11 +179,11 @@ def replacement_windows(
             continue
         started: datetime | None = None
         for decision in incident.state.decisions:
-            if decision.stage != "replace":
+            if decision.stage != log_words.REPLACE_STAGE:
                 continue
-            if decision.action.startswith("deleted NodeClaim"):
+            if log_words.is_deleted_node_claim(decision.action):
                 started = decision.at
-            elif started is not None and decision.action in ("replaced", "failed"):
+            elif started is not None and decision.action in (log_words.REPLACED, log_words.FAILED):
                 windows.append((started, decision.at))
                 started = None
         if started is not None:
@@ -207,7 +208,11 @@ def max_overlap(windows: Iterable[tuple[datetime, datetime]]) -> int:
 def _breaker_trips(incident: Incident) -> int:
     if incident.state is None:
         return 0
-    return sum(1 for d in incident.state.decisions if d.stage == "breaker" and d.action == "open")
+    return sum(
+        1
+        for d in incident.state.decisions
+        if d.stage == log_words.BREAKER_STAGE and d.action == log_words.BREAKER_OPEN
+    )
 
 
 def _job_stage(incident: Incident) -> tuple[bool, bool, bool]:
@@ -216,15 +221,15 @@ def _job_stage(incident: Incident) -> tuple[bool, bool, bool]:
         return False, False, False
     asked = answered = deferred = False
     for decision in incident.state.decisions:
-        if decision.stage != "jobs":
+        if decision.stage != log_words.JOBS_STAGE:
             continue
-        waiting = decision.action == "waiting for jobs to end"
-        if decision.action.startswith("asked ") and decision.action.endswith(" to checkpoint"):
+        waiting = decision.action == log_words.WAITING_FOR_JOBS
+        if log_words.is_asked_to_checkpoint(decision.action):
             asked = True
             waiting = True
-        if waiting and decision.reason.startswith(f"urgency {Urgency.WHEN_IDLE}"):
+        if waiting and log_words.is_deferred(decision.reason):
             deferred = True
-        if decision.action == "checkpoint answered":
+        if decision.action == log_words.CHECKPOINT_ANSWERED:
             answered = True
     return asked, answered, deferred
 

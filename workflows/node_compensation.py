@@ -11,6 +11,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from gpu_remediation import decision_log as log_words
     from gpu_remediation.models import Outcome, Rung
     from workflows import metrics
 
@@ -46,7 +47,11 @@ class Compensation(AdmissionHandoff):
         self._quarantine = None  # the node is gone: nothing to release
         self._outcome = Outcome.REPLACED
         metrics.back_in_service(self._fault_value, Outcome.REPLACED, self._started_at)
-        self._record.decide("replace", "replaced", f"new node {self._replaced_by or 'unknown'}")
+        self._record.decide(
+            log_words.REPLACE_STAGE,
+            log_words.REPLACED,
+            f"new node {self._replaced_by or 'unknown'}",
+        )
 
     async def _cleanup(self, outcome: Outcome) -> None:
         """Compensation in one place: give back the permit, untaint, uncordon."""

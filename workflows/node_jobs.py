@@ -22,6 +22,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from gpu_remediation import decision_log as log_words
     from gpu_remediation.ids import Signals
     from gpu_remediation.job_contracts import CheckpointAnswerReport, NodeJobs, WatchedPodEnded
     from gpu_remediation.jobs import JobRef, describe_jobs, incident_id, judge_answer
@@ -94,7 +95,9 @@ class JobCoordination(Compensation):
             what = f"saved at step {answer.step}"
             saved = answer.saved_at.isoformat() if answer.saved_at else "time not given"
             self._record.decide(
-                "jobs", "checkpoint answered", f"{report.pod}: step {answer.step}, saved {saved}"
+                log_words.JOBS_STAGE,
+                log_words.CHECKPOINT_ANSWERED,
+                f"{report.pod}: step {answer.step}, saved {saved}",
             )
         if job is None:
             self._unnamed_answer = True
@@ -191,7 +194,7 @@ class JobCoordination(Compensation):
             return Urgency.IMMEDIATE, f"forced by {manual.requested_by}"
         fault = self._classification.fault_class
         urgency = self._policy.fault_class(fault).urgency
-        return urgency, f"urgency {urgency} for {fault}"
+        return urgency, log_words.urgency_reason(urgency, fault)
 
     async def _wait_for_jobs(
         self, urgency: Urgency, asked: list[JobRef], wait: timedelta, why: str
@@ -213,10 +216,14 @@ class JobCoordination(Compensation):
             self._record.decide("jobs", "could not ask the jobs", failure_cause(err))
             self._request_incident = None
             return True
-        what = f"asked {describe_jobs(asked)} to checkpoint" if asked else "waiting for jobs to end"
+        what = (
+            log_words.asked_to_checkpoint(describe_jobs(asked))
+            if asked
+            else log_words.WAITING_FOR_JOBS
+        )
         self._checkpoint = "asked" if asked else "waiting for the jobs to end"
         self._record.decide(
-            "jobs",
+            log_words.JOBS_STAGE,
             what,
             f"{why}; {result.requested_pods} pod(s) asked, {result.watched_pods} watched, "
             f"until {deadline.isoformat(timespec='seconds')} ({wait})",

@@ -10,6 +10,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from gpu_remediation import decision_log as log_words
     from gpu_remediation.models import EvidenceReport, Outcome, Rung
     from workflows import ladder, metrics
 
@@ -33,8 +34,8 @@ class CorrectiveRungs(Compensation):
         if not is_open:
             return False
         self._record.decide(
-            "breaker",
-            "open",
+            log_words.BREAKER_STAGE,
+            log_words.BREAKER_OPEN,
             f"{pool.unhealthy}/{pool.total} nodes of pool {self._pool} unhealthy (threshold "
             f"{breaker.threshold_for(self._pool):.0%}); {rung} blocked, node stays quarantined",
             rung,
@@ -88,8 +89,8 @@ class CorrectiveRungs(Compensation):
             asked_at = workflow.now()
             deleted = await self._actions.delete_node_claim(self._provider_id)
             self._record.decide(
-                "replace",
-                f"deleted NodeClaim {deleted.node_claim}",
+                log_words.REPLACE_STAGE,
+                log_words.deleted_node_claim(deleted.node_claim),
                 "it was already gone"
                 if deleted.already_gone
                 else "Karpenter drains and terminates",
@@ -97,7 +98,9 @@ class CorrectiveRungs(Compensation):
             replaced = await self._actions.wait_for_replacement(self._pool, asked_at)
         except ActivityError as err:
             self._record.end(attempt, f"failed: {failure_cause(err)}")
-            self._record.decide("replace", "failed", failure_cause(err), Rung.REPLACE)
+            self._record.decide(
+                log_words.REPLACE_STAGE, log_words.FAILED, failure_cause(err), Rung.REPLACE
+            )
             return False
         finally:
             # The incident goes on (to escalation, or cleanup if cancelled).
