@@ -42,7 +42,7 @@ from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
-from whatif.chaos import chaos_session
+from whatif.chaos import chaos_session, violations
 from whatif.logs import log_to
 from whatif.options import (
     CompareError,
@@ -201,9 +201,19 @@ class CompareRun:
                     label="remediate-compare", ui=False, directory=self.run_dir
                 ) as server:
                     await self._all(await connect(server.address), server.address)
-        # Kept only when something failed (the logs say what).
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self._clean_up()
         return self.results
+
+    def _clean_up(self) -> None:
+        """Remove the run's files unless something failed (the logs say what).
+
+        An exception leaves them (this is not reached); so does a broken chaos
+        invariant, which the run survives but whose incidents need reading.
+        """
+        if violations(self.results):
+            self.ui.print(f"logs: {self.run_dir}", markup=False, highlight=False)
+            return
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
     async def _all(self, client: Client, address: str) -> None:
         if self.lanes > 1:
