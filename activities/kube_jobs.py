@@ -13,7 +13,12 @@ create answers 409 AlreadyExists and the retry waits for (or reads the result
 of) the Job an earlier attempt created, even when that attempt's heartbeat
 never reached Temporal (a server restart, found by ``remediate demo --chaos``).
 A name recorded in a heartbeat is still resumed first (attempts started before
-names were derived recorded random ones).
+names were derived recorded random ones). A GPU reset's Job whose result was
+read is kept (``ttlSecondsAfterFinished`` removes it), so that a worker dying after
+it read the result, before Temporal recorded the activity's completion, leaves its
+retry a result to read rather than a free name under which the reset would run
+again. A diagnostic's is deleted once read: it changes nothing on the host, and a
+retry (say, of output cut short) should run it again, not re-read it.
 """
 
 from __future__ import annotations
@@ -34,12 +39,14 @@ from gpu_remediation.settings import Settings
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-remediation"}
 # The Job's own limit, so a wedged driver cannot keep a pod forever.
 ACTIVE_DEADLINE_S = 3600
-# A finished Job is deleted as soon as its result is read; the TTL only removes
-# the Jobs whose reader died. It is long because a retry must find its earlier
-# attempt's Job still there to read it: once the TTL has removed it, the same name
-# is free and the retry's create would run the command again. A day outlasts any
-# rung's retries unless every worker stays down that long.
+# A finished Job stays until the TTL removes it, its result read or not. It is long
+# because a retry must find its earlier attempt's Job still there to read it: once
+# the TTL has removed it, the same name is free and the retry's create would run
+# the command again. A day outlasts any rung's retries unless every worker stays
+# down that long.
 KEEP_FINISHED_S = 24 * 3600
+REPEATABLE = frozenset({"dcgm_diag", "dcgm_health"})
+"""Commands that change nothing on the host: a retry runs them again."""
 # Job names become the pods' ``job-name`` label values, at most 63 characters.
 MAX_NAME = 63
 NAME_HASH_CHARS = 16
@@ -66,9 +73,11 @@ class JobExecutor:
     async def run(self, node: str, provider_id: str, command: HostCommand) -> CommandOutcome:
         """Create the Job (or resume it) and wait for its pod to finish.
 
-        The Job is deleted once its result is read, or once it has failed without
-        one. It is kept when waiting is interrupted (cancellation, API errors), so
-        a retry resumes it; ``ttlSecondsAfterFinished`` removes it otherwise.
+        A GPU reset's Job is kept after its result is read (a retry reads it
+        again, see the module), a diagnostic's deleted. Any Job is kept when
+        waiting is interrupted (cancellation, API errors), so a retry resumes it;
+        ``ttlSecondsAfterFinished`` removes it. A Job that failed without a result
+        is deleted, so a retry runs the command afresh.
 
         Raises:
             ApplicationError: ``HostCommandFailed`` when the Job ended without a
@@ -86,7 +95,8 @@ class JobExecutor:
         if not resumed or not await self._exists(name):
             await self._create(name, node, command)
         outcome = await self._wait(name, command)
-        await self._delete(name)
+        if command.kind in REPEATABLE:
+            await self._delete(name)
         return outcome
 
     def job_manifest(self, name: str, node: str, command: HostCommand) -> k8s.V1Job:
