@@ -32,7 +32,8 @@ MODELS = (
     "rescheduled after a delay.",
     "A human operator (simulator/fleet/operator.py) answering needs-human tickets after "
     "seeded lognormal response and repair times (assumed defaults: median 30 min and 1 h, two "
-    "people): fixable faults repaired, hardware faults sent for RMA.",
+    "people, each busy only for the repair): fixable faults repaired, hardware faults sent for "
+    "RMA.",
 )
 
 DOES_NOT_MODEL = (
