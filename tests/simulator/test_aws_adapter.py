@@ -36,6 +36,23 @@ def test_ssm_invocations_report_what_the_simulated_host_did() -> None:
     assert seen == [(first, HostCommand(kind="gpu_reset", gpu_indices=[1]))]
 
 
+def test_a_command_sent_to_one_instance_of_many_targets_only_that_one() -> None:
+    # moto alone adds every instance of the account to a command sent without
+    # Targets, and keeps an invocation for each: memory that grew with every command.
+    with moto_cloud() as cloud:
+        first, *_others = cloud.run_instances(5)
+        ssm = cloud.client("ssm")
+        sent = ssm.send_command(
+            InstanceIds=[first],
+            DocumentName="AWS-RunShellScript",
+            Parameters={"commands": ["true"]},
+        )
+        command_id = sent["Command"]["CommandId"]
+        (listed,) = ssm.list_commands(CommandId=command_id)["Commands"]
+    assert sent["Command"]["InstanceIds"] == [first]
+    assert (listed["InstanceIds"], listed["TargetCount"], listed["Targets"]) == ([first], 1, [])
+
+
 def test_invocations_can_be_invisible_then_in_progress() -> None:
     with moto_cloud() as cloud:
         cloud.host_simulator = lambda *_: SimulatedInvocation(
