@@ -39,7 +39,8 @@ from gpu_remediation.settings import Settings
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-remediation"}
 # The Job's own limit, so a wedged driver cannot keep a pod forever.
 ACTIVE_DEADLINE_S = 3600
-# A finished Job stays until the TTL removes it, its result read or not. It is long
+# A finished GPU reset's Job stays until the TTL removes it, its result read or not
+# (a diagnostic's is deleted once read, see REPEATABLE). It is long
 # because a retry must find its earlier attempt's Job still there to read it: once
 # the TTL has removed it, the same name is free and the retry's create would run
 # the command again. A day outlasts any rung's retries unless every worker stays

@@ -13,6 +13,7 @@ from gpu_remediation.models import Urgency
 JOBS_STAGE = "jobs"
 REPLACE_STAGE = "replace"
 BREAKER_STAGE = "breaker"
+ESCALATE_STAGE = "escalate"
 
 BREAKER_OPEN = "open"
 """The breaker stage's action when a pool's breaker was found open."""
@@ -24,6 +25,7 @@ FAILED = "failed"
 _ASKED, _TO_CHECKPOINT = "asked ", " to checkpoint"
 _DELETED_CLAIM = "deleted NodeClaim "
 _URGENCY = "urgency "
+_HANDED_OVER = "handed over"
 
 
 def asked_to_checkpoint(jobs: str) -> str:
@@ -44,6 +46,16 @@ def urgency_reason(urgency: Urgency, fault: str) -> str:
 def is_deferred(reason: str) -> bool:
     """Whether a job-stage reason says the urgency lets the node wait for its jobs."""
     return reason.startswith(f"{_URGENCY}{Urgency.WHEN_IDLE}")
+
+
+def handed_over(reference: str) -> str:
+    """The escalate stage's action once the node was handed to a person (the ticket)."""
+    return f"{_HANDED_OVER} ({reference})"
+
+
+def is_handed_over(action: str) -> bool:
+    """Whether ``action`` is :func:`handed_over`'s."""
+    return action.startswith(_HANDED_OVER)
 
 
 def deleted_node_claim(name: str | None) -> str:

@@ -41,6 +41,7 @@ from demo.run import real_poll_interval, real_watcher_tick
 from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
+from gpu_remediation import decision_log as log_words
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
 from whatif.chaos import chaos_session, violations
 from whatif.logs import log_to
@@ -142,7 +143,8 @@ def escalations(incidents: list[Incident]) -> int:
         for i in incidents
         if i.state is not None
         and any(
-            d.stage == "escalate" and d.action.startswith("handed over") for d in i.state.decisions
+            d.stage == log_words.ESCALATE_STAGE and log_words.is_handed_over(d.action)
+            for d in i.state.decisions
         )
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from gpu_remediation import decision_log as log_words
     from gpu_remediation.ids import Queries, Signals, Updates
     from gpu_remediation.models import EvidenceReport, Outcome, Rung
     from gpu_remediation.semaphore_models import PermitGrant
@@ -169,7 +170,9 @@ class OperatorHandlers(Compensation):
         self._set_rung(Rung.ESCALATE)
         reason = self._record.last_reason or "ladder exhausted"
         if self._dry_run:
-            self._record.decide("escalate", "would escalate to a human", reason, Rung.ESCALATE)
+            self._record.decide(
+                log_words.ESCALATE_STAGE, "would escalate to a human", reason, Rung.ESCALATE
+            )
             self._outcome = Outcome.DRY_RUN
             return None
         if self._escalation_reference is None:
@@ -177,7 +180,9 @@ class OperatorHandlers(Compensation):
                 self._classification.fault_class, reason, self._record.summary()
             )
             self._escalation_reference = escalation.reference
-            self._record.decide("escalate", f"handed over ({escalation.reference})", reason)
+            self._record.decide(
+                log_words.ESCALATE_STAGE, log_words.handed_over(escalation.reference), reason
+            )
             metrics.escalated(self._fault_value, self._pool)
         hold = self._policy.operator.escalation_hold
         self._waiting_for = "an operator: retry, skip or abort"
@@ -194,7 +199,9 @@ class OperatorHandlers(Compensation):
                 timeout_summary="waiting for an operator",
             )
         except TimeoutError:
-            self._record.decide("escalate", "closed", f"no operator action within {hold}")
+            self._record.decide(
+                log_words.ESCALATE_STAGE, "closed", f"no operator action within {hold}"
+            )
             self._outcome = Outcome.ESCALATED
             return None
         finally:

@@ -90,7 +90,9 @@ class JobCoordination(Compensation):
         answer = verdict.answer
         if answer.refused is not None:
             what = f"refused by {report.pod}"
-            self._record.decide("jobs", "checkpoint refused", f"{report.pod}: {answer.refused}")
+            self._record.decide(
+                log_words.JOBS_STAGE, "checkpoint refused", f"{report.pod}: {answer.refused}"
+            )
         else:
             what = f"saved at step {answer.step}"
             saved = answer.saved_at.isoformat() if answer.saved_at else "time not given"
@@ -142,16 +144,18 @@ class JobCoordination(Compensation):
         urgency, why = self._urgency()
         asked = [job for job in found.jobs if job.checkpoint_supported]
         if urgency == Urgency.IMMEDIATE:
-            self._record.decide("jobs", "no wait", why)
+            self._record.decide(log_words.JOBS_STAGE, "no wait", why)
             return True
         if urgency == Urgency.CHECKPOINT_FIRST and not asked:
-            self._record.decide("jobs", "no wait", "no job on the node opted in to checkpoints")
+            self._record.decide(
+                log_words.JOBS_STAGE, "no wait", "no job on the node opted in to checkpoints"
+            )
             return True
         jobs = self._policy.jobs
         timeout = jobs.checkpoint_timeout if urgency == Urgency.CHECKPOINT_FIRST else jobs.max_defer
         if self._dry_run:
             what = "ask for a checkpoint" if asked else "wait for the jobs to end"
-            self._record.decide("jobs", f"would {what}", f"{why}; up to {timeout}")
+            self._record.decide(log_words.JOBS_STAGE, f"would {what}", f"{why}; up to {timeout}")
             return True
         return await self._wait_for_jobs(urgency, asked, timeout, why)
 
@@ -166,7 +170,7 @@ class JobCoordination(Compensation):
         """
         if not self._paused or not workflow.patched(PAUSE_AFTER_WAIT_PATCH):
             return True
-        self._record.decide("jobs", "drain held", "paused by an operator")
+        self._record.decide(log_words.JOBS_STAGE, "drain held", "paused by an operator")
         await self._wait_while_paused()
         return self._abort is None and self._skip_to is None
 
@@ -176,14 +180,16 @@ class JobCoordination(Compensation):
             found = await self._actions.find_jobs()
         except ActivityError as err:
             # Not knowing the jobs must not keep a broken node in service.
-            self._record.decide("jobs", "could not list the jobs", failure_cause(err))
+            self._record.decide(log_words.JOBS_STAGE, "could not list the jobs", failure_cause(err))
             return None
         same = list(found.jobs) == self._jobs
         self._jobs = list(found.jobs)
         if quiet_if_same and same:
             return found
         extra = f"; {found.unowned_pods} GPU pod(s) of no job" if found.unowned_pods else ""
-        self._record.decide("jobs", f"on the node: {describe_jobs(self._jobs)}", extra.lstrip("; "))
+        self._record.decide(
+            log_words.JOBS_STAGE, f"on the node: {describe_jobs(self._jobs)}", extra.lstrip("; ")
+        )
         self._update_details()
         return found
 
@@ -213,7 +219,7 @@ class JobCoordination(Compensation):
                 self._request_incident, self._jobs, deadline, urgency, why
             )
         except ActivityError as err:
-            self._record.decide("jobs", "could not ask the jobs", failure_cause(err))
+            self._record.decide(log_words.JOBS_STAGE, "could not ask the jobs", failure_cause(err))
             self._request_incident = None
             return True
         what = (
@@ -235,7 +241,7 @@ class JobCoordination(Compensation):
             )
         finally:
             self._awaiting_approval = None
-        self._record.decide("jobs", "wait over", outcome)
+        self._record.decide(log_words.JOBS_STAGE, "wait over", outcome)
         await self._withdraw_request()
         self._request_incident = None
         if urgency == Urgency.WHEN_IDLE:
@@ -307,12 +313,16 @@ class JobCoordination(Compensation):
         try:
             result = await self._actions.withdraw_checkpoint(self._request_incident, self._jobs)
         except ActivityError as err:
-            self._record.decide("jobs", "could not withdraw the request", failure_cause(err))
+            self._record.decide(
+                log_words.JOBS_STAGE, "could not withdraw the request", failure_cause(err)
+            )
             return
         if result.cleared_pods:
-            self._record.decide("jobs", "request withdrawn", f"from {result.cleared_pods} pod(s)")
+            self._record.decide(
+                log_words.JOBS_STAGE, "request withdrawn", f"from {result.cleared_pods} pod(s)"
+            )
 
     def _ignore_answer(self, pod: str, problem: str) -> None:
         self._ignored_answers += 1
         if self._ignored_answers <= MAX_IGNORED_ANSWER_LOGS:
-            self._record.decide("jobs", "answer ignored", f"{pod}: {problem}")
+            self._record.decide(log_words.JOBS_STAGE, "answer ignored", f"{pod}: {problem}")

@@ -25,7 +25,9 @@ class CorrectiveRungs(Compensation):
         """Whether too much of the node's pool is unhealthy for ``rung`` to run."""
         manual = self._record.manual_request()
         if manual is not None and manual.force:
-            self._record.decide("breaker", "bypassed", f"forced by {manual.requested_by}", rung)
+            self._record.decide(
+                log_words.BREAKER_STAGE, "bypassed", f"forced by {manual.requested_by}", rung
+            )
             return False
         pool = await self._actions.pool_health(self._pool)
         breaker = self._policy.breaker
@@ -81,7 +83,9 @@ class CorrectiveRungs(Compensation):
         """Take a permit, delete the NodeClaim, wait for new capacity, give the permit back."""
         manual = self._record.manual_request()
         if manual is not None and manual.force:
-            self._record.decide("replace", "permit bypassed", f"forced by {manual.requested_by}")
+            self._record.decide(
+                log_words.REPLACE_STAGE, "permit bypassed", f"forced by {manual.requested_by}"
+            )
         elif not await self._take_permit(attempt):
             return False
         replaced = None
@@ -153,7 +157,9 @@ class CorrectiveRungs(Compensation):
         if not granted:
             self._record.end(attempt, "no permit")
             wait = replacement.permit_wait_timeout
-            self._record.decide("replace", "no permit", f"none within {wait}", Rung.REPLACE)
+            self._record.decide(
+                log_words.REPLACE_STAGE, "no permit", f"none within {wait}", Rung.REPLACE
+            )
             self._skip_to = Rung.ESCALATE
             return False
         # The fleet may have changed while this node waited in line.

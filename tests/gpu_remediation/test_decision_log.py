@@ -21,3 +21,8 @@ def test_a_deleted_node_claim_action_is_recognised_whatever_the_claim_is_called(
     assert words.is_deleted_node_claim(words.deleted_node_claim("h100-0007"))
     assert words.is_deleted_node_claim(words.deleted_node_claim(None))
     assert not words.is_deleted_node_claim(words.REPLACED)
+
+
+def test_a_hand_over_is_recognised_whatever_its_ticket() -> None:
+    assert words.is_handed_over(words.handed_over("needs-human label and event"))
+    assert not words.is_handed_over("would escalate to a human")
