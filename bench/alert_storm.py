@@ -9,9 +9,10 @@ load. Each round measures three sides, each on fresh node names:
   default policy), at most ``--in-flight`` (default 64) at a time. The target
   is measured against this side;
 * **direct**: the calls the receiver makes, made from here: the same number of
-  ``IncidentStarter.report`` calls (``start_workflow`` with ``start_signal``,
-  i.e. signal-with-start carrying the alert's evidence), same concurrency. It
-  separates what signal-with-start costs Temporal from what the receiver adds;
+  ``IncidentStarter.report`` calls (for a node with no incident, a plain
+  ``start_workflow`` carrying the alert's evidence in its input), same
+  concurrency. It separates what the starter costs Temporal from what the
+  receiver adds;
 * **receiver**: an alert storm for as many distinct nodes: each node's alert
   is posted ``1 + --duplicates`` times (default 10, so 10,000 alerts), shuffled,
   in Alertmanager webhook payloads of ``--batch`` alerts (default 100) over
@@ -497,7 +498,7 @@ def _result(
     }
     print(
         f"[{result['name']}] bare {result['bare_workflows_per_s']} starts/s, direct "
-        f"{result['direct_workflows_per_s']} signal-with-starts/s, receiver "
+        f"{result['direct_workflows_per_s']} starter reports/s, receiver "
         f"{result['receiver_workflows_per_s']} workflows/s ({alert_rate:.0f} alerts/s): "
         f"ratio {ratio:.2f} (rounds {result['round_ratios']}, target >= {target}); "
         f"{len(storm_runs)} workflows, {extra_runs} with more than one run; "
@@ -514,7 +515,7 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return [
         (
             name,
-            "workflows/s: bare start / direct signal-with-start / receiver",
+            "workflows/s: bare start / direct starter / receiver",
             f"{r['bare_workflows_per_s']:.0f} / {r['direct_workflows_per_s']:.0f} / "
             f"{r['receiver_workflows_per_s']:.0f}",
             "",

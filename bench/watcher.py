@@ -20,7 +20,8 @@ Measured: the watcher's first list of N nodes; its CPU per node and RSS in a
 steady state with no change (``--idle`` seconds); its CPU and RSS while the
 condition churns at ``--rate`` changes/s for ``--churn`` seconds; and, for
 every node that went True, the time from the commit of the condition to the
-``add_evidence`` signal in its incident's history (the server's event time):
+evidence reaching its incident (the server's event time of the start that
+carried it in its input, or of the first ``add_evidence`` signal):
 p50 and p99. A node whose incident has no evidence once the watcher has
 drained is counted as lost. The default policy's ``GpuHealthProblem`` rule
 has no grace, so the latency is the watcher's own.
@@ -59,7 +60,8 @@ from bench.common import (
     proc_cpu_seconds,
     rss_mb,
 )
-from gpu_remediation.ids import Signals, node_workflow_id
+from gpu_remediation.evidence_history import received_reports
+from gpu_remediation.ids import node_workflow_id
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_LABELS = {"nvidia.com/gpu.present": "true"}
@@ -289,7 +291,12 @@ async def sampled(pid: int) -> Any:
 
 
 async def first_evidence_at(client: Client, cluster: str, node: str) -> datetime | None:
-    """When the node's incident took its first ``add_evidence`` signal (None: not yet)."""
+    """When the node's incident took its first evidence (None: not yet).
+
+    That is its start, when the start carried the report in its input
+    (``IncidentStarter`` does so for a node with no open incident), else its
+    first ``add_evidence`` signal.
+    """
     handle = client.get_workflow_handle(node_workflow_id(cluster, node))
     try:
         history = await handle.fetch_history()
@@ -297,11 +304,8 @@ async def first_evidence_at(client: Client, cluster: str, node: str) -> datetime
         if err.status == RPCStatusCode.NOT_FOUND:
             return None
         raise
-    for event in history.events:
-        signaled = event.workflow_execution_signaled_event_attributes
-        if signaled.signal_name == Signals.EVIDENCE:
-            return event.event_time.ToDatetime(tzinfo=UTC)
-    return None
+    reports = received_reports(history.events)
+    return reports[0][1] if reports else None
 
 
 def by_tenth(values: list[float]) -> list[float]:

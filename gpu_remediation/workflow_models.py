@@ -8,7 +8,15 @@ from pydantic import Field
 
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID
 from gpu_remediation.jobs import JobRef
-from gpu_remediation.models import Evidence, FaultClass, Model, NodeName, Outcome, Rung
+from gpu_remediation.models import (
+    Evidence,
+    EvidenceReport,
+    FaultClass,
+    Model,
+    NodeName,
+    Outcome,
+    Rung,
+)
 from gpu_remediation.policy import Policy
 
 
@@ -22,7 +30,12 @@ class RungAttempt(Model):
 
 
 class NodeRemediationInput(Model):
-    """Start a node's incident (evidence arrives by signal-with-start)."""
+    """Start a node's incident.
+
+    The first report rides in ``evidence`` when a trigger starts the incident
+    with a plain start (``IncidentStarter``); later reports, and the first one
+    of an incident started by signal-with-start, arrive by signal.
+    """
 
     cluster: str = Field(min_length=1, max_length=100)
     node: NodeName
@@ -41,6 +54,11 @@ class NodeRemediationInput(Model):
     )
     semaphore_workflow_id: str = Field(
         default=SEMAPHORE_WORKFLOW_ID, min_length=1, description="The replacement semaphore."
+    )
+    evidence: EvidenceReport | None = Field(
+        default=None,
+        description="The report that started the incident, taken as if signalled "
+        "before anything else; None: the evidence arrives by signal.",
     )
 
 

@@ -3,7 +3,7 @@
 ``POST /v1/alerts`` takes Alertmanager's webhook payload (version "4"),
 authenticated with a bearer token. Each firing alert becomes evidence sent to
 its node's incident through :class:`~triggers.starter.IncidentStarter`
-(signal-with-start: one incident per node however many alerts arrive); each
+(one incident per node however many alerts arrive); each
 resolved alert is sent to the node's open incident as clearing evidence, and
 starts nothing when no incident is open. Answers:
 
@@ -186,7 +186,7 @@ class AlertDelivery:
     """Delivers mapped alerts: evidence for firing ones, clearing evidence for resolved ones.
 
     Args:
-        starter: Signal-with-starts the node incidents.
+        starter: Starts and feeds the node incidents.
         client: The starter's Temporal client (signals to open incidents, readiness).
         max_in_flight: Temporal calls in flight at once, over all requests.
         dedup: The memory of recent deliveries.

@@ -1,17 +1,27 @@
 """Start or feed a node's incident: the one way every trigger reaches a workflow.
 
 The watcher, the Alertmanager receiver and the CLI's manual runbooks all send
-evidence through :class:`IncidentStarter`. It signals-with-start the node's
-workflow (id derived from cluster and node), so however many triggers report
-the same node at once there is exactly one open incident per node, and each
-report is delivered once per ``report_id`` (the workflow drops repeats).
+evidence through :class:`IncidentStarter`. The node's workflow id is derived
+from cluster and node, so however many triggers report the same node at once
+there is exactly one open incident per node, and each report is delivered once
+per ``report_id`` (the workflow drops repeats).
+
+A report for a node with no incident known to be open starts one with a plain
+start carrying the report in its input: on this server a plain start costs
+about 0.8 of a signal-with-start (bench/alert_storm.py), which is what an alert
+storm of new nodes is made of. If the start finds the incident already running,
+the report follows by signal-with-start, which is right whatever happened in
+between (the incident closed: it starts a new one). Reports for incidents this
+starter has already opened or fed go by signal-with-start at once.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.common import QueryRejectCondition
@@ -38,6 +48,12 @@ log = logging.getLogger("gpu_remediation.starter")
 START_RACE_ATTEMPTS = 3
 """Signal-with-start attempts when a concurrent report won the start race."""
 
+KNOWN_OPEN_INCIDENTS = 20_000
+"""Workflow ids remembered as open (most recent first out last): about 2 MB.
+
+Twice the largest fleet measured (issue 23's 10,000 nodes), so a watcher or
+receiver of such a fleet keeps sending each further report in one call."""
+
 LOOKUP_RPC_TIMEOUT = timedelta(seconds=10)
 """Longest wait for one call of ``open_incidents`` (a list page or a state query)."""
 
@@ -57,7 +73,7 @@ class TemporalUnavailableError(RuntimeError):
 
 
 class IncidentStarter:
-    """Signal-with-start node workflows with evidence.
+    """Start node workflows with evidence, or feed the open one.
 
     Args:
         client: Temporal client (with the pydantic data converter).
@@ -81,6 +97,9 @@ class IncidentStarter:
         self._policy = policy
         self._task_queue = task_queue
         self._semaphore_workflow_id = semaphore_workflow_id
+        # Ids this starter opened or fed: a hint only (the incident may have
+        # closed since), used to skip a start that would find it running.
+        self._known_open: OrderedDict[str, None] = OrderedDict()
 
     @property
     def cluster(self) -> str:
@@ -139,30 +158,67 @@ class IncidentStarter:
         # Validate before touching Temporal: a bad report must start nothing.
         report = _evidence_report(node, evidence, report_id)
         workflow_id = self.workflow_id(report.node)
-        # Only a report that starts the incident sets these (signal-with-start
-        # ignores them for a running one): what the UI's list and incident page
-        # show before triage has read the node.
+        if workflow_id in self._known_open or not await self._start(workflow_id, report, pool):
+            await self._signal_with_start(workflow_id, report, pool)
+        self._remember_open(workflow_id)
+        return workflow_id
+
+    def _start_options(
+        self, workflow_id: str, report: EvidenceReport, pool: str | None
+    ) -> dict[str, Any]:
+        """What a start sets beyond the input; only a report that starts the incident sets it.
+
+        The summary, details and search attributes are what the UI's list and
+        incident page show before triage has read the node (signal-with-start
+        ignores them for a running incident).
+        """
         summary, details = start_summary(report.node, report.evidence, self._policy, pool)
-        attributes = start_search_attributes(self._cluster, report.node)
+        return {
+            "id": workflow_id,
+            "task_queue": self._task_queue,
+            "static_summary": summary,
+            "static_details": details,
+            "search_attributes": start_search_attributes(self._cluster, report.node),
+        }
+
+    def _input(self, report: EvidenceReport, *, carry: bool) -> NodeRemediationInput:
+        return NodeRemediationInput(
+            cluster=self._cluster,
+            node=report.node,
+            policy=self._policy,
+            semaphore_workflow_id=self._semaphore_workflow_id,
+            evidence=report if carry else None,
+        )
+
+    async def _start(self, workflow_id: str, report: EvidenceReport, pool: str | None) -> bool:
+        """Start the incident with the report in its input; False if one is running."""
+        try:
+            await self._client.start_workflow(
+                NODE_WORKFLOW_TYPE,
+                self._input(report, carry=True),
+                **self._start_options(workflow_id, report, pool),
+            )
+        except WorkflowAlreadyStartedError:
+            return False
+        except RPCError as err:
+            _raise_if_unavailable(err)
+            raise
+        return True
+
+    async def _signal_with_start(
+        self, workflow_id: str, report: EvidenceReport, pool: str | None
+    ) -> None:
+        """Signal the running incident, or start one with the report as its first signal."""
         for attempt in range(1, START_RACE_ATTEMPTS + 1):
             try:
                 await self._client.start_workflow(
                     NODE_WORKFLOW_TYPE,
-                    NodeRemediationInput(
-                        cluster=self._cluster,
-                        node=report.node,
-                        policy=self._policy,
-                        semaphore_workflow_id=self._semaphore_workflow_id,
-                    ),
-                    id=workflow_id,
-                    task_queue=self._task_queue,
+                    self._input(report, carry=False),
                     start_signal=Signals.EVIDENCE,
                     start_signal_args=[report],
-                    static_summary=summary,
-                    static_details=details,
-                    search_attributes=attributes,
+                    **self._start_options(workflow_id, report, pool),
                 )
-                break
+                return
             except WorkflowAlreadyStartedError:
                 # Lost a start race to a concurrent report (seen on the
                 # time-skipping server): the incident exists now, so the next
@@ -172,7 +228,12 @@ class IncidentStarter:
             except RPCError as err:
                 _raise_if_unavailable(err)
                 raise
-        return workflow_id
+
+    def _remember_open(self, workflow_id: str) -> None:
+        self._known_open[workflow_id] = None
+        self._known_open.move_to_end(workflow_id)
+        while len(self._known_open) > KNOWN_OPEN_INCIDENTS:
+            self._known_open.popitem(last=False)
 
     async def open_incidents(self) -> list[NodeRemediationState]:
         """The state of every running incident of this cluster.

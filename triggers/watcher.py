@@ -14,7 +14,7 @@ Two halves joined by an ``asyncio.Queue``:
   to the :class:`~triggers.condition_tracker.ConditionTracker` (the clock
   rules live there), ticks it so grace periods fire without new events, and
   delivers its reports to Temporal in order. Problems go through
-  :class:`~triggers.starter.IncidentStarter` (signal-with-start); recoveries
+  :class:`~triggers.starter.IncidentStarter` (start or feed); recoveries
   are only signalled to a running incident, since a recovery alone must not
   start one. While Temporal is unavailable, reports wait in an outbox and
   are retried. After each listing, :class:`~triggers.unseen_recoveries.UnseenRecoveries`
@@ -162,7 +162,7 @@ class ReportDelivery:
     """Sends the tracker's reports to the nodes' incidents.
 
     Problems and updates go through the :class:`IncidentStarter`
-    (signal-with-start, so they open an incident when none is running).
+    (so they open an incident when none is running).
     Recoveries are signalled to a running incident only: with none running
     there is nothing to recover, and starting one just to tell it so would
     leave an empty incident behind.

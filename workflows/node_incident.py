@@ -36,6 +36,15 @@ class NodeIncident:
         self._dry_run = input.policy.dry_run
         self._started_at = workflow.now()
         self._record = IncidentRecord(input.node)
+        if input.evidence is not None:
+            # A plain start carried the first report: take it as the signal
+            # handler would, before any signal delivered with the start.
+            if input.evidence.node == input.node:
+                self._record.add(input.evidence)
+            else:
+                workflow.logger.warning(
+                    "evidence for %s started %s; ignored", input.evidence.node, input.node
+                )
         self._actions = NodeActions(input.policy, input.node, lambda: self._abort is not None)
         self._permit = ReplacementPermit(input.semaphore_workflow_id)
         self._classification: Classification | None = None

@@ -1,8 +1,9 @@
 """One durable incident per GPU node: triage, grace, and the remediation ladder.
 
 A GPU node that reports a fault gets exactly one run of this workflow (its id
-is derived from cluster and node; evidence arrives by signal-with-start, so
-duplicate alerts land in the same run). The run walks the graded ladder:
+is derived from cluster and node; the first report rides in the start's input
+or its signal, later ones arrive by signal, so duplicate alerts land in the
+same run). The run walks the graded ladder:
 quarantine, stop GPU work, GPU reset, reboot, replacement, escalation, with a
 verification diagnostic after each corrective step. Every decision is logged
 with its reason, and operators steer it with pause, resume, approve, skip,

@@ -33,7 +33,8 @@ from demo.chaos.facts import (
     RunStatus,
 )
 from demo.incidents import Incident
-from gpu_remediation.ids import Queries, Signals, node_workflow_id_prefix
+from gpu_remediation.evidence_history import received_reports
+from gpu_remediation.ids import Queries, node_workflow_id_prefix
 from gpu_remediation.semaphore_models import SemaphoreState
 from simulator.alertmanager import ZERO_TIME, AlertEpisode, rfc3339
 from triggers.alerts import Alert, report_id
@@ -134,17 +135,8 @@ def read_history(events: Iterable[HistoryEvent]) -> tuple[list[ActivityRecord], 
 
 
 def evidence_report_ids(events: Iterable[HistoryEvent]) -> list[str]:
-    """The report ids of the evidence a run was sent (its ``add_evidence`` signals), in order."""
-    found = []
-    for event in events:
-        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-            continue
-        attrs = event.workflow_execution_signaled_event_attributes
-        if attrs.signal_name == Signals.EVIDENCE:
-            report = _first_payload(attrs.input).get("report_id")
-            if report:
-                found.append(str(report))
-    return found
+    """The report ids of the evidence a run was sent (its start's and its signals'), in order."""
+    return [report.report_id for report, _ in received_reports(events) if report.report_id]
 
 
 def alert_records(episodes: Iterable[AlertEpisode]) -> list[AlertRecord]:

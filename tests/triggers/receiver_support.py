@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 import uvicorn
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
+from gpu_remediation.evidence_history import received_reports
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import load_policy
 from triggers.receiver import ALERTS_PATH, create_app
@@ -109,11 +109,10 @@ async def describe(client: Client, workflow_id: str) -> WorkflowExecutionDescrip
         raise
 
 
-async def signal_count(client: Client, workflow_id: str) -> int:
-    """Signals recorded in the latest run's history."""
+async def reports_received(client: Client, workflow_id: str) -> int:
+    """Evidence reports the latest run received (its start's and its signals')."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    signalled = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-    return sum(1 for e in history.events if e.event_type == signalled)
+    return len(received_reports(history.events))
 
 
 @asynccontextmanager

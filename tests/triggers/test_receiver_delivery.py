@@ -16,7 +16,7 @@ from tests.triggers.receiver_support import (
     iso,
     payload,
     receiver,
-    signal_count,
+    reports_received,
 )
 from tests.workflows.node_support import cluster, policy
 from workflows.node_remediation import NodeRemediationWorkflow
@@ -96,7 +96,7 @@ async def test_a_thousand_duplicate_alerts_make_one_workflow_and_one_signal(
         description = await describe(dev_client, workflow_id)
         assert description is not None
         assert description.status == WorkflowExecutionStatus.RUNNING
-        assert await signal_count(dev_client, workflow_id) == 1
+        assert await reports_received(dev_client, workflow_id) == 1
 
 
 async def test_without_the_receiver_cache_the_workflow_still_makes_one_incident(
@@ -121,7 +121,7 @@ async def test_without_the_receiver_cache_the_workflow_still_makes_one_incident(
         # Signals that arrive during a workflow task are written to the history
         # when the task completes: wait for all of them.
         await assert_eventually(
-            lambda: signal_count(dev_env.client, workflow_id), lambda n: n == 1000, timeout=20
+            lambda: reports_received(dev_env.client, workflow_id), lambda n: n == 1000, timeout=20
         )
         handle = dev_env.client.get_workflow_handle_for(NodeRemediationWorkflow.run, workflow_id)
         state = await assert_eventually(

@@ -6,14 +6,15 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from kubernetes import client as k8s
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from gpu_remediation.ids import Queries, Signals, node_workflow_id
+from gpu_remediation.evidence_history import received_reports
+from gpu_remediation.ids import Queries, node_workflow_id
 from gpu_remediation.models import ConditionEvidence, EvidenceReport
 from gpu_remediation.policy import ConditionRule, Policy, TriggerPolicy
 from gpu_remediation.policy_loader import load_policy
@@ -168,16 +169,7 @@ async def evidence_signals(
         if err.status == RPCStatusCode.NOT_FOUND:
             return []
         raise
-    found: list[tuple[EvidenceReport, datetime]] = []
-    for event in history.events:
-        if not event.HasField("workflow_execution_signaled_event_attributes"):
-            continue
-        attrs = event.workflow_execution_signaled_event_attributes
-        if attrs.signal_name != Signals.EVIDENCE:
-            continue
-        (report,) = await client.data_converter.decode(attrs.input.payloads, [EvidenceReport])
-        found.append((report, event.event_time.ToDatetime(tzinfo=UTC)))
-    return found
+    return received_reports(history.events)
 
 
 def conditions_of(reports: list[EvidenceReport]) -> list[ConditionEvidence]:

@@ -164,6 +164,27 @@ class Cluster:
         self._incidents.append(handle)
         return handle
 
+    async def start_carrying(
+        self, node: str, report: EvidenceReport, pol: Policy | None = None
+    ) -> NodeHandle:
+        """Plain-start the node's workflow with ``report`` in its input, as the starter does."""
+        handle = await self.client.start_workflow(
+            NodeRemediationWorkflow.run,
+            NodeRemediationInput(
+                cluster=self.name,
+                node=node,
+                policy=pol or policy(),
+                prior_incidents=0,
+                prior_attempts=[],
+                semaphore_workflow_id=self.semaphore_id,
+                evidence=report,
+            ),
+            id=node_workflow_id(self.name, node),
+            task_queue=self.task_queue,
+        )
+        self._incidents.append(handle)
+        return handle
+
     async def holder_and_waiter(
         self, holder_node: str, waiter_node: str, pol: Policy
     ) -> tuple[NodeHandle, NodeHandle]:

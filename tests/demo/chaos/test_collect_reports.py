@@ -3,35 +3,73 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent, WorkflowExecutionSignaledEventAttributes
+from temporalio.api.history.v1 import (
+    HistoryEvent,
+    WorkflowExecutionSignaledEventAttributes,
+    WorkflowExecutionStartedEventAttributes,
+)
 
 from demo.chaos.collect import evidence_report_ids
+from gpu_remediation.models import EvidenceReport
+from gpu_remediation.policy_loader import load_policy
+from gpu_remediation.workflow_models import NodeRemediationInput
+from tests.workflows.node_support import xid
+
+
+def _payloads(body: Any) -> Payloads:
+    data = json.dumps(body).encode()
+    return Payloads(payloads=[Payload(metadata={"encoding": b"json/plain"}, data=data)])
+
+
+def _report(report_id: str) -> EvidenceReport:
+    return EvidenceReport(node="gpu-0001", evidence=[xid(79)], report_id=report_id)
 
 
 def _signal(name: str, body: Any) -> HistoryEvent:
     return HistoryEvent(
         event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
         workflow_execution_signaled_event_attributes=WorkflowExecutionSignaledEventAttributes(
-            signal_name=name,
-            input=Payloads(
-                payloads=[
-                    Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(body).encode())
-                ]
-            ),
+            signal_name=name, input=_payloads(body)
         ),
     )
 
 
+def _evidence(report_id: str) -> HistoryEvent:
+    return _signal("add_evidence", _report(report_id).model_dump(mode="json"))
+
+
+def _started(carried: EvidenceReport | None) -> HistoryEvent:
+    start = NodeRemediationInput(
+        cluster="c", node="gpu-0001", policy=load_policy(), evidence=carried
+    )
+    event = HistoryEvent(
+        event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+        workflow_execution_started_event_attributes=WorkflowExecutionStartedEventAttributes(
+            input=_payloads(start.model_dump(mode="json"))
+        ),
+    )
+    event.event_time.FromDatetime(datetime(2026, 12, 5, tzinfo=UTC))
+    return event
+
+
 def test_the_report_ids_of_evidence_signals_are_read_in_order_and_other_signals_ignored() -> None:
     events = [
-        _signal("add_evidence", {"node": "gpu-0001", "evidence": [], "report_id": "watch/1"}),
+        _started(None),
+        _evidence("watch/1"),
         _signal("checkpoint_answer", {"report_id": "not-evidence"}),
-        _signal("add_evidence", {"node": "gpu-0001", "evidence": [], "report_id": ""}),
-        _signal("add_evidence", {"node": "gpu-0001", "evidence": [], "report_id": "alert/2"}),
+        _evidence(""),
+        _evidence("alert/2"),
     ]
 
     assert evidence_report_ids(events) == ["watch/1", "alert/2"]
+
+
+def test_the_report_a_start_carried_in_its_input_comes_first() -> None:
+    events = [_started(_report("alert/0")), _evidence("watch/1")]
+
+    assert evidence_report_ids(events) == ["alert/0", "watch/1"]
