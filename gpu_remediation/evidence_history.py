@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from temporalio.api.history.v1 import HistoryEvent
 
-from gpu_remediation.ids import Signals
+from gpu_remediation.ids import NODE_WORKFLOW_TYPE, Signals
 from gpu_remediation.models import EvidenceReport
 from gpu_remediation.workflow_models import NodeRemediationInput
 
@@ -23,7 +23,8 @@ def received_reports(events: Iterable[HistoryEvent]) -> list[tuple[EvidenceRepor
     """Each evidence report of a run, in order, with when the server recorded it.
 
     Args:
-        events: The run's history events (``WorkflowHandle.fetch_history``).
+        events: The run's history events (``WorkflowHandle.fetch_history``);
+            a run of another workflow type yields only its evidence signals.
 
     Returns:
         The report its start carried, if any, then each ``add_evidence``
@@ -37,8 +38,11 @@ def received_reports(events: Iterable[HistoryEvent]) -> list[tuple[EvidenceRepor
     for event in events:
         at = event.event_time.ToDatetime(tzinfo=UTC)
         if event.HasField("workflow_execution_started_event_attributes"):
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            if payloads:
+            started_attrs = event.workflow_execution_started_event_attributes
+            payloads = started_attrs.input.payloads
+            # Other workflows under a node's id prefix (its permit guards) start
+            # with other inputs: only an incident's start can carry evidence.
+            if payloads and started_attrs.workflow_type.name == NODE_WORKFLOW_TYPE:
                 started = NodeRemediationInput.model_validate_json(payloads[0].data)
                 if started.evidence is not None:
                     found.append((started.evidence, at))
