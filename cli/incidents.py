@@ -62,7 +62,6 @@ from gpu_remediation.ids import (
     SEMAPHORE_WORKFLOW_ID,
     TASK_QUEUE,
     Queries,
-    Signals,
     is_valid_node_name,
     open_incidents_query,
 )
@@ -388,18 +387,19 @@ async def _start_dry_run(
 
     Signal-with-start would deliver a dry-run request into a live incident
     opened a moment earlier by a trigger, and so act for real; a plain start
-    that fails on an open run cannot. The evidence follows pinned to the new
-    run (the workflow waits for its first evidence).
+    that fails on an open run cannot. The evidence rides in the start's input,
+    so the run exists with it or not at all.
     """
     summary, details = start_summary(request.node, report.evidence, request.policy)
     try:
-        handle = await client.start_workflow(
+        await client.start_workflow(
             NODE_WORKFLOW_TYPE,
             NodeRemediationInput(
                 cluster=request.cluster,
                 node=request.node,
                 policy=request.policy,
                 semaphore_workflow_id=request.semaphore_id,
+                evidence=report,
             ),
             id=workflow_id,
             task_queue=request.task_queue,
@@ -413,7 +413,6 @@ async def _start_dry_run(
             f"node {request.node} already has an open incident; --dry-run only opens a new "
             f"one (see `remediate status {request.node}`)"
         ) from err
-    await handle.signal(Signals.EVIDENCE, report)
 
 
 # ---------------------------------------------------------------- status
