@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, Callable[[bool], Awaitable[dict[str, Any]]]] = {
     "simulator_10k": lambda quick: simulator.run_10k(quick=quick),
     "watcher_10k": lambda quick: watcher.run_10k(quick=quick),
     "alert_storm_10k": lambda quick: alert_storm.run_10k(quick=quick),
+    "compare_10k": lambda quick: compare_bench.run_10k(quick=quick),
     "agent": lambda quick: agent.run(quick=quick),
     "demo": lambda quick: demo_bench.run(quick=quick),
     "compare": lambda quick: compare_bench.run(quick=quick),
@@ -98,6 +99,8 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
         rows += demo_bench.summary_rows(results["demo"])
     if "compare" in results:
         rows += compare_bench.summary_rows(results["compare"])
+    if "compare_10k" in results:
+        rows += compare_bench.summary_rows_10k(results["compare_10k"])
     if "chaos_soak" in results:
         rows += chaos_soak.summary_rows(results["chaos_soak"])
     return rows
