@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+import pytest
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 
@@ -61,6 +62,16 @@ async def test_reports_and_recoveries_reach_the_one_open_incident(
     assert len(reports) == 3
     assert reports[2].evidence[0].cleared
     await dev_client.get_workflow_handle(first).terminate("test done")
+
+
+async def test_an_invalid_node_name_is_refused_before_temporal_is_called(
+    dev_client: Client, task_queue: str
+) -> None:
+    starter = _starter(dev_client, task_queue)
+    with pytest.raises(ValueError, match="node"):
+        await starter.report("Not_A_Node", [_condition(cleared=False)])
+    with pytest.raises(ValueError, match="node"):
+        await starter.report_recovery("Not_A_Node", [_condition(cleared=True)])
 
 
 async def test_a_new_incident_carries_its_first_report_in_its_input(
