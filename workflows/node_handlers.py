@@ -36,10 +36,7 @@ class OperatorHandlers(Compensation):
     @workflow.signal(name=Signals.EVIDENCE, description="Add evidence (triggers, operators).")
     def add_evidence(self, report: EvidenceReport) -> None:
         """Record new evidence; repeats of a report or of evidence are ignored."""
-        if report.node != self._input.node:
-            workflow.logger.warning("evidence for %s sent to %s", report.node, self._input.node)
-            return
-        self._record.add(report)
+        self._take_report(report)
 
     @workflow.signal(name=Signals.PERMIT_GRANTED, description="Internal: a semaphore grant.")
     def permit_granted(self, grant: PermitGrant) -> None:

@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.classifier import classify
     from gpu_remediation.contracts import NodeHealth, QuarantineResult
     from gpu_remediation.jobs import CheckpointAnswer, JobRef
-    from gpu_remediation.models import Classification, FaultClass, Outcome, Rung
+    from gpu_remediation.models import Classification, EvidenceReport, FaultClass, Outcome, Rung
     from gpu_remediation.search_attributes import SA_FAULT_CLASS
     from gpu_remediation.workflow_models import AbortInput, NodeRemediationInput
     from workflows.incident import IncidentRecord
@@ -37,14 +37,8 @@ class NodeIncident:
         self._started_at = workflow.now()
         self._record = IncidentRecord(input.node)
         if input.evidence is not None:
-            # A plain start carried the first report: take it as the signal
-            # handler would, before any signal delivered with the start.
-            if input.evidence.node == input.node:
-                self._record.add(input.evidence)
-            else:
-                workflow.logger.warning(
-                    "evidence for %s started %s; ignored", input.evidence.node, input.node
-                )
+            # A plain start carried the first report: taken before any signal.
+            self._take_report(input.evidence)
         self._actions = NodeActions(input.policy, input.node, lambda: self._abort is not None)
         self._permit = ReplacementPermit(input.semaphore_workflow_id)
         self._classification: Classification | None = None
@@ -78,6 +72,13 @@ class NodeIncident:
         self._ignored_answers = 0
         self._deferred = False
         self._recovery_close_tried = False
+
+    def _take_report(self, report: EvidenceReport) -> None:
+        """Record a report's new evidence (start or signal); another node's is dropped."""
+        if report.node != self._input.node:
+            workflow.logger.warning("evidence for %s sent to %s", report.node, self._input.node)
+            return
+        self._record.add(report)
 
     @property
     def _pool(self) -> str | None:

@@ -81,7 +81,7 @@ async def test_firing_and_resolved_for_many_nodes_in_one_payload(dev_client: Cli
             assert await rx.started(f"gpu-{i}")
 
 
-async def test_a_thousand_duplicate_alerts_make_one_workflow_and_one_signal(
+async def test_a_thousand_duplicate_alerts_make_one_workflow_and_one_report(
     dev_client: Client,
 ) -> None:
     duplicate = alert("gpu-22", fingerprint="dup22")

@@ -146,14 +146,7 @@ class Cluster:
     ) -> NodeHandle:
         handle = await self.client.start_workflow(
             NodeRemediationWorkflow.run,
-            NodeRemediationInput(
-                cluster=self.name,
-                node=node,
-                policy=pol or policy(),
-                prior_incidents=prior_incidents,
-                prior_attempts=None if prior_attempts is None else list(prior_attempts),
-                semaphore_workflow_id=self.semaphore_id,
-            ),
+            self._input(node, pol, prior_incidents, prior_attempts),
             id=node_workflow_id(self.name, node),
             task_queue=self.task_queue,
             start_signal=Signals.EVIDENCE,
@@ -170,20 +163,31 @@ class Cluster:
         """Plain-start the node's workflow with ``report`` in its input, as the starter does."""
         handle = await self.client.start_workflow(
             NodeRemediationWorkflow.run,
-            NodeRemediationInput(
-                cluster=self.name,
-                node=node,
-                policy=pol or policy(),
-                prior_incidents=0,
-                prior_attempts=[],
-                semaphore_workflow_id=self.semaphore_id,
-                evidence=report,
-            ),
+            self._input(node, pol, 0, (), evidence=report),
             id=node_workflow_id(self.name, node),
             task_queue=self.task_queue,
         )
         self._incidents.append(handle)
         return handle
+
+    def _input(
+        self,
+        node: str,
+        pol: Policy | None,
+        prior_incidents: int | None,
+        prior_attempts: Sequence[Any] | None,
+        *,
+        evidence: EvidenceReport | None = None,
+    ) -> NodeRemediationInput:
+        return NodeRemediationInput(
+            cluster=self.name,
+            node=node,
+            policy=pol or policy(),
+            prior_incidents=prior_incidents,
+            prior_attempts=None if prior_attempts is None else list(prior_attempts),
+            semaphore_workflow_id=self.semaphore_id,
+            evidence=evidence,
+        )
 
     async def holder_and_waiter(
         self, holder_node: str, waiter_node: str, pol: Policy
