@@ -35,10 +35,12 @@ from kubernetes import client as k8s
 from kubernetes import config as kube_config
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.aws import Ec2Activities, SsmExecutor
+from activities.aws import Ec2Activities
 from activities.host import HostActivities
 from activities.host_commands import HostCommandExecutor
+from activities.host_ssm import SsmExecutor
 from activities.kube_admission import KubeAdmissionActivities
 from activities.kube_jobs import JobExecutor
 from activities.kube_workloads import WorkloadActivities
@@ -71,10 +73,27 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 log = logging.getLogger("gpu_remediation.worker")
 
 
+def production_runner() -> SandboxedWorkflowRunner:
+    """The sandbox production workers use: the node workflow's module passed through.
+
+    The sandbox re-imports a workflow's module for every run it hosts; for the
+    node workflow that is about 245 KiB per open incident, which puts 1,000
+    open incidents over the worker's 500 MiB budget (ADR 017). Tests run the
+    node workflow in the full sandbox (``build_worker``'s default), so its
+    determinism is checked on every path the suite takes.
+    """
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(
+        NodeRemediationWorkflow.__module__
+    )
+    return SandboxedWorkflowRunner(restrictions=restrictions)
+
+
 def build_worker(
     client: Client,
     activities: Sequence[Callable[..., Any]],
     task_queue: str = TASK_QUEUE,
+    *,
+    production: bool = False,
     **options: Any,
 ) -> Worker:
     """Create a worker with every workflow of the project and the given activities.
@@ -86,8 +105,12 @@ def build_worker(
         client: A client using the pydantic data converter.
         activities: Activity implementations (Kubernetes, AWS, or test doubles).
         task_queue: Task queue to poll.
+        production: Use the production sandbox (``production_runner``); False,
+            the default, checks every workflow's code in the full sandbox.
         **options: Further ``temporalio.worker.Worker`` options.
     """
+    if production:
+        options.setdefault("workflow_runner", production_runner())
     return Worker(
         client,
         task_queue=task_queue,
@@ -148,7 +171,11 @@ def production_activities(settings: Settings) -> list[Callable[..., Any]]:
     }
     executor: HostCommandExecutor
     if settings.host_executor == "ssm":
-        executor = SsmExecutor(boto3.client("ssm", **aws), poll_interval=settings.poll_interval)
+        executor = SsmExecutor(
+            boto3.client("ssm", **aws),
+            document=settings.ssm_document,
+            poll_interval=settings.poll_interval,
+        )
     else:
         executor = JobExecutor(batch, core, settings)
     kube = KubernetesActivities(core, custom, settings)
@@ -166,8 +193,7 @@ def production_activities(settings: Settings) -> list[Callable[..., Any]]:
         kube.wait_for_replacement,
         kube.check_breaker,
         ec2.reboot_node,
-        host.reset_gpus,
-        host.run_diagnostic,
+        *host.all(),
         *WorkloadActivities(core, settings).all(),
         *KubeAdmissionActivities(core, settings).all(),
     ]
@@ -194,7 +220,9 @@ async def main() -> None:
     client = await connect()
     task_queue = os.environ.get("GPU_REMEDIATION_TASK_QUEUE", TASK_QUEUE)
     tuning = worker_tuning(settings)
-    worker = build_worker(client, production_activities(settings), task_queue, **tuning)
+    worker = build_worker(
+        client, production_activities(settings), task_queue, production=True, **tuning
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

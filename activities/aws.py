@@ -1,6 +1,6 @@
-"""AWS side effects: EC2 reboots and host commands through SSM Run Command.
+"""AWS side effects: EC2 reboots (host commands through SSM are ``activities.host_ssm``).
 
-Both clients are injected (boto3, adaptive retry mode, so throttling and 5xx
+The client is injected (boto3, adaptive retry mode, so throttling and 5xx
 are retried with client-side rate limiting before an error reaches the
 activity). The instance id comes from the node's ``spec.providerID``, parsed
 strictly: a malformed provider id is a non-retryable ``InvalidInput``.
@@ -9,7 +9,6 @@ strictly: a malformed provider id is a non-retryable ``InvalidInput``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,19 +18,11 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.host_commands import CommandOutcome, HostCommand, resumable
 from activities.kubernetes import node_ready
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z]{2}(-[a-z]+)+-\d[a-z])/(?P<id>i-[0-9a-f]{8,17})$")
-
-# SSM statuses after which an invocation will not change any more.
-TERMINAL = {"Success", "Failed", "Cancelled", "TimedOut", "DeliveryTimedOut", "ExecutionTimedOut"}
-PENDING = {"Pending", "InProgress", "Delayed", "Cancelling"}
-POLL_INTERVAL = timedelta(seconds=2)
-# Right after send_command the invocation may not exist yet; this long is normal.
-INVISIBLE_GRACE = timedelta(seconds=60)
 
 
 def instance_id_from_provider_id(provider_id: str) -> str:
@@ -49,147 +40,7 @@ def instance_id_from_provider_id(provider_id: str) -> str:
     return match.group("id")
 
 
-class SsmExecutor:
-    """Runs the fixed host commands with ``AWS-RunShellScript``."""
-
-    def __init__(
-        self,
-        ssm: Any,
-        *,
-        execution_timeout: timedelta = timedelta(minutes=30),
-        poll_interval: timedelta = POLL_INTERVAL,
-    ) -> None:
-        """Bind to an SSM client.
-
-        Args:
-            ssm: A boto3 SSM client.
-            execution_timeout: SSM's own limit for the command on the host.
-            poll_interval: Time between ``get_command_invocation`` calls.
-        """
-        self._ssm = ssm
-        self._execution_timeout = execution_timeout
-        self._poll = poll_interval.total_seconds()
-
-    async def run(self, node: str, provider_id: str, command: HostCommand) -> CommandOutcome:
-        """Send the command and poll until it reaches a terminal status.
-
-        The command id is heartbeated as soon as it exists: a retried activity
-        resumes polling that command instead of running it twice.
-
-        Raises:
-            ApplicationError: ``HostCommandFailed`` when SSM reports a delivery or
-                execution failure without an exit code of the command itself.
-        """
-        instance_id = instance_id_from_provider_id(provider_id)
-        comment = _comment(node, command)
-        command_id = resumable(command, "command_id")
-        if command_id is None and activity.info().attempt > 1:
-            # The heartbeat naming the command may never have reached Temporal (a server
-            # restart, found by `remediate demo --chaos`): look for it in SSM itself.
-            command_id = await self._sent_before(instance_id, comment)
-        if command_id is None:
-            command_id = await self._send(instance_id, command, comment)
-        activity.heartbeat({"command_id": command_id, "command": command.model_dump()})
-        return await self._wait(command_id, instance_id, command)
-
-    async def _sent_before(self, instance_id: str, comment: str) -> str | None:
-        """The command an earlier attempt of this activity sent (its comment is unique)."""
-        since = activity.info().scheduled_time - timedelta(minutes=1)
-        token: str | None = None
-        try:
-            while True:
-                page = await asyncio.to_thread(
-                    self._ssm.list_commands,
-                    InstanceId=instance_id,
-                    Filters=[
-                        {"key": "InvokedAfter", "value": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
-                    ],
-                    **({"NextToken": token} if token else {}),
-                )
-                for sent in page.get("Commands", []):
-                    if sent.get("Comment") == comment:
-                        return str(sent["CommandId"])
-                token = page.get("NextToken")
-                if not token:
-                    return None
-        except ClientError as err:
-            raise _client_error("SSM list_commands", err) from err
-
-    async def _send(self, instance_id: str, command: HostCommand, comment: str) -> str:
-        try:
-            response = await asyncio.to_thread(
-                self._ssm.send_command,
-                InstanceIds=[instance_id],
-                DocumentName="AWS-RunShellScript",
-                Comment=comment,
-                Parameters={
-                    "commands": command.script(),
-                    "executionTimeout": [str(int(self._execution_timeout.total_seconds()))],
-                },
-            )
-        except ClientError as err:
-            raise _client_error("SSM send_command", err) from err
-        command_id: str = response["Command"]["CommandId"]
-        return command_id
-
-    async def _wait(
-        self, command_id: str, instance_id: str, command: HostCommand
-    ) -> CommandOutcome:
-        loop = asyncio.get_running_loop()
-        invisible_until = loop.time() + INVISIBLE_GRACE.total_seconds()
-        while True:
-            try:
-                invocation = await asyncio.to_thread(
-                    self._ssm.get_command_invocation, CommandId=command_id, InstanceId=instance_id
-                )
-            except ClientError as err:
-                code = err.response.get("Error", {}).get("Code", "")
-                if code == "InvocationDoesNotExist" and loop.time() < invisible_until:
-                    await asyncio.sleep(self._poll)
-                    continue
-                raise _client_error("SSM get_command_invocation", err) from err
-            status = invocation.get("Status", "")
-            # Every heartbeat carries the command: the last one is what a retry reads.
-            activity.heartbeat(
-                {"command_id": command_id, "command": command.model_dump(), "status": status}
-            )
-            if status in PENDING:
-                await asyncio.sleep(self._poll)
-                continue
-            return _outcome(command_id, invocation)
-
-
-def _comment(node: str, command: HostCommand) -> str:
-    """The command's SSM comment, ``gpu-remediation <kind> on <node> [<tag>]``.
-
-    The tag is the same for every attempt of one activity and differs between
-    activities, so a retry can find the command an earlier attempt sent.
-    """
-    info = activity.info()
-    key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
-    tag = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return f"gpu-remediation {command.kind} on {node}"[:85] + f" [{tag}]"
-
-
-def _outcome(command_id: str, invocation: dict[str, Any]) -> CommandOutcome:
-    status = invocation.get("Status", "")
-    code = int(invocation.get("ResponseCode", -1))
-    stdout = invocation.get("StandardOutputContent", "") or ""
-    stderr = invocation.get("StandardErrorContent", "") or ""
-    if status == "Success" or (status == "Failed" and code >= 0):
-        # Failed with an exit code is the command's own answer (e.g. reset
-        # not supported); the caller maps it.
-        return CommandOutcome(command_id=command_id, exit_code=code, stdout=stdout, stderr=stderr)
-    if status not in TERMINAL:
-        raise ApplicationError(f"SSM command {command_id}: unexpected status {status!r}")
-    details = invocation.get("StatusDetails", status)
-    raise ApplicationError(
-        f"SSM command {command_id} ended {status} ({details}): {stderr[:500]}",
-        type="HostCommandFailed",
-    )
-
-
-def _client_error(call: str, err: ClientError | BotoCoreError) -> ApplicationError:
+def client_error(call: str, err: ClientError | BotoCoreError) -> ApplicationError:
     """Map an AWS error after boto3's own retries to an activity error."""
     if isinstance(err, ClientError):
         code = err.response.get("Error", {}).get("Code", "")
@@ -288,7 +139,7 @@ class Ec2Activities:
         try:
             await asyncio.to_thread(self._ec2.reboot_instances, InstanceIds=[instance_id])
         except ClientError as err:
-            raise _client_error("EC2 reboot_instances", err) from err
+            raise client_error("EC2 reboot_instances", err) from err
         issued_at = datetime.now(UTC).timestamp()
         activity.heartbeat({"reboot_issued_at": issued_at, "instance_id": instance_id})
         return issued_at

@@ -8,7 +8,9 @@ same either way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -32,6 +34,10 @@ class HostActivities:
             executor: Runs host commands (``SsmExecutor`` or ``JobExecutor``).
         """
         self._executor = executor
+
+    def all(self) -> list[Callable[..., Any]]:
+        """The activities, for a worker's registration (a new rung's activity goes here too)."""
+        return [self.reset_gpus, self.run_diagnostic]
 
     @activity.defn(name=Activities.RESET_GPUS)
     async def reset_gpus(self, input: c.ResetGpusInput) -> c.ResetGpusResult:

@@ -111,6 +111,8 @@ class JobExecutor:
         pod = k8s.V1PodSpec(
             node_name=node,
             restart_policy="Never",
+            # The script needs the host, not the Kubernetes API: no token in the pod.
+            automount_service_account_token=False,
             host_pid=True,
             tolerations=[k8s.V1Toleration(operator="Exists")],
             containers=[container],

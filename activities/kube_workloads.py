@@ -93,6 +93,7 @@ class WorkloadActivities:
         which job answered (it waits for every job it asked).
         """
         requested = 0
+        asked: list[j.AskedPod] = []
         for job in input.jobs:
             if not job.checkpoint_supported:
                 continue
@@ -114,11 +115,19 @@ class WorkloadActivities:
                     continue
                 if await self._annotate(pod, REQUEST_ANNOTATION, request):
                     requested += 1
+                    # The job is the one whose label selected the pod in the
+                    # job's namespace: what the pod says of itself never counts.
+                    if len(asked) < j.MAX_ASKED_PODS:
+                        asked.append(
+                            j.AskedPod(uid=pod.metadata.uid, pod=_name(pod), job=job.display)
+                        )
         watched = 0
         for pod in await self._drainer.gpu_pods(input.node):
             if await self._annotate(pod, INCIDENT_ANNOTATION, input.request_incident):
                 watched += 1
-        return j.CheckpointRequestResult(requested_pods=requested, watched_pods=watched)
+        return j.CheckpointRequestResult(
+            requested_pods=requested, watched_pods=watched, asked=asked
+        )
 
     @activity.defn(name=Activities.WITHDRAW_CHECKPOINT)
     async def withdraw_checkpoint(

@@ -167,7 +167,11 @@ async def ladder_side(workflows: int, path: str, **worker_options: Any) -> Async
         pol = _policy(path, workflows)
         semaphore_id = f"bench-semaphore/{uuid.uuid4()}"
         worker = build_worker(
-            client, fleet.activities(), task_queue, **{**WORKER_OPTIONS, **worker_options}
+            client,
+            fleet.activities(),
+            task_queue,
+            production=True,
+            **{**WORKER_OPTIONS, **worker_options},
         )
         async with worker:
             # Calibration (and warm-up): one incident, counted on its own.

@@ -23,6 +23,7 @@ async def serve(address: str, task_queue: str, max_cached: int) -> None:
         client,
         FakeFleet().activities(),
         task_queue,
+        production=True,
         max_cached_workflows=max_cached,
         max_concurrent_workflow_tasks=100,
     )

@@ -123,6 +123,7 @@ async def serve(address: str, task_queue: str, identity: str) -> None:
         client,
         FakeFleet(reset_status="not_supported").activities(),
         task_queue,
+        production=True,
         identity=identity,
         **worker_tuning(settings),
     )

@@ -16,13 +16,15 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
+from cryptography import x509
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, RetryConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.envconfig import ClientConfigProfile
+from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 from temporalio.service import RPCError, RPCStatusCode
 
 from cli.output import CliError, ExitCode
@@ -109,6 +111,30 @@ class TemporalOptions:
             namespace=self.namespace or profile.namespace or "default",
         )
 
+    def principal(self) -> str | None:
+        """The identity this connection authenticates as, when the client can know it.
+
+        With mTLS that is the client certificate's subject (the server refuses
+        a connection whose certificate it does not trust). An API key's
+        principal is known to the server only, so it gives None, as does a
+        connection with no credentials.
+
+        Raises:
+            CliError: Exit code 2 if the client certificate cannot be read.
+        """
+        tls = self.profile().tls
+        source = tls.client_cert if isinstance(tls, ClientConfigTLS) else None
+        if source is None:
+            return None
+        try:
+            pem = source.read_bytes() if isinstance(source, Path) else _as_bytes(source)
+            cert = x509.load_pem_x509_certificate(pem)
+        except (OSError, ValueError) as err:
+            raise CliError(
+                f"cannot read the TLS client certificate: {err}", ExitCode.INVALID_INPUT
+            ) from err
+        return f"mTLS {cert.subject.rfc4514_string()}"[:256]
+
     async def connect(self) -> Client:
         """Connect with the pydantic data converter and check the namespace exists.
 
@@ -150,6 +176,11 @@ class TemporalOptions:
             if err.status != RPCStatusCode.PERMISSION_DENIED:
                 raise _rpc_error(err, address) from err
         return client
+
+
+def _as_bytes(source: str | bytes) -> bytes:
+    # envconfig: a str is the certificate's contents, bytes its raw data.
+    return source.encode() if isinstance(source, str) else source
 
 
 @asynccontextmanager

@@ -187,6 +187,13 @@ def print_run(console: Console, result: dict[str, Any]) -> None:
     extras = []
     if result["force"]:
         extras.append("[bold red]forced[/]: semaphore and breaker bypassed")
+        if result.get("authenticated_as"):
+            extras.append(f"authenticated as {result['authenticated_as']}")
+        else:
+            extras.append(
+                "requester not authenticated (no TLS client certificate): "
+                "the name is recorded as given"
+            )
     if result["dry_run"]:
         extras.append("dry run: decisions recorded, nothing changed")
     console.print(

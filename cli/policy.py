@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -54,8 +55,33 @@ def _ladder_text(steps: list[LadderStep]) -> str:
     return " → ".join(parts)
 
 
-def _print_tables(console: Console, file: Path, policy: Policy) -> None:
+def _override_paths(override: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted paths an override sets, e.g. ``rungs.gpu_reset.enabled``."""
+    paths = []
+    for key, value in override.items():
+        if isinstance(value, Mapping) and value:
+            paths += _override_paths(value, f"{prefix}{key}.")
+        else:
+            paths.append(f"{prefix}{key}")
+    return paths
+
+
+def _pool_line(policy: Policy, pool: str | None) -> str:
+    """What the tables below show: the base policy or a pool's effective one."""
+    named = ", ".join(sorted(policy.pools))
+    if pool is None:
+        return f"per-pool overrides: {named} (see --pool NAME)" if named else ""
+    if pool not in policy.pools:
+        others = f" (pools with one: {named})" if named else ""
+        return f"[yellow]pool {pool} has no override[/]: the base policy applies{others}"
+    paths = _override_paths(policy.pools[pool].model_dump(mode="json"))
+    return f"pool {pool}: its override merged in ({', '.join(paths)})"
+
+
+def _print_tables(console: Console, file: Path, policy: Policy, pool_line: str = "") -> None:
     console.print(f"[green]OK[/]: {file} is a valid policy")
+    if pool_line:
+        console.print(pool_line)
     console.print(
         f"dry_run={policy.dry_run}  cooldown={_duration(policy.cooldown)}  "
         f"verification=level {policy.verification.diag_level}"
@@ -132,9 +158,19 @@ def check(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of tables.")
     ] = False,
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            "--pool",
+            metavar="NAME",
+            help="Show node pool NAME's effective policy (its override under pools merged in).",
+        ),
+    ] = None,
 ) -> None:
     """Validate FILE and print the ladder each fault class would climb.
 
+    With --pool NAME, the ladders and rungs are node pool NAME's: the policy
+    with NAME's override (under pools) merged in, as its incidents run.
     Exits 1 when the policy is invalid (each problem is named by its dotted
     path) and 2 when FILE does not exist.
     """
@@ -143,10 +179,14 @@ def check(
     except PolicyError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(1) from err
+    effective = policy.for_pool(pool)
     if json_output:
-        typer.echo(json.dumps(_as_json(file, policy), indent=2))
+        data = _as_json(file, effective)
+        if pool is not None:
+            data["pool"] = {"name": pool, "has_override": pool in policy.pools}
+        typer.echo(json.dumps(data, indent=2))
     else:
-        _print_tables(Console(), file, policy)
+        _print_tables(Console(), file, effective, _pool_line(policy, pool))
 
 
 @policy_app.command("show-defaults")

@@ -10,8 +10,12 @@ rung and verification timeouts, retry intervals, attempt windows, the
 repeat-offender window, approval and escalation waits, the permit wait, the
 lease, and the activities' own timeouts (``timeouts``: how soon a SIGKILLed
 worker's activities are retried, so crash recovery takes the same simulated
-time at any time factor, down to its floor). A policy file given to the demo
-is written in simulated time like any other policy and is scaled the same way.
+time at any time factor, down to its floor). Pool overrides (``pools``) are
+scaled like the settings they override. A policy file given to the demo is
+written in simulated time like any other policy and is scaled the same way.
+
+Without a policy file the demo runs ``DEMO_DEFAULTS``: the shipped defaults
+with the admission gate on and pool ``p5``'s GPU reset off.
 
 Some durations get a floor in real time, because work that does not run on
 the simulated clock (Temporal round trips, API calls, Python on 2 cores) must
@@ -30,11 +34,24 @@ from typing import Any
 
 from gpu_remediation.models import Rung
 from gpu_remediation.policy import Policy
+from gpu_remediation.policy_loader import parse_policy
+from gpu_remediation.policy_override import deep_merge
 
 MIN_TIMEOUT = timedelta(seconds=10)
 MIN_RETRY_INITIAL = timedelta(milliseconds=200)
 MIN_RETRY_MAX = timedelta(seconds=1)
 MIN_ACTIVITY_TIMEOUT = timedelta(seconds=10)
+
+DEMO_DEFAULTS = """\
+# The demo shows the admission gate; a policy file given to it decides for itself.
+admission: {enabled: true}
+# Pool p5 is the EC2 profile (the fleet's p5:no-reset) whose hypervisor refuses
+# nvidia-smi -r: its incidents skip the reset instead of spending an attempt on it.
+pools:
+  p5:
+    rungs: {gpu_reset: {enabled: false}}
+"""
+"""The demo's policy without ``--policy``, merged over the shipped defaults."""
 
 # Durations that bound work done in real time: they get MIN_TIMEOUT.
 _TIMEOUT_KEYS = frozenset(
@@ -52,6 +69,8 @@ def _scale(value: timedelta, factor: float, floor: timedelta | None) -> timedelt
 def _floor_for(
     path: tuple[str, ...], min_timeout: timedelta, min_activity_timeout: timedelta
 ) -> timedelta | None:
+    if path[:1] == ("pools",):
+        path = path[2:]  # a pool's override: the floor of the setting it overrides
     key = path[-1]
     if path[:1] == ("timeouts",):
         return min_activity_timeout
@@ -101,4 +120,15 @@ def scale_policy(
     data = _walk(policy.model_dump(mode="python"), time_factor, (), floors)
     replace_timeout: timedelta = data["rungs"][Rung.REPLACE]["timeout"]
     data["replacement"]["lease"] = max(data["replacement"]["lease"], 2 * replace_timeout)
+    for override in data["pools"].values():
+        # The same for a pool whose override changes the replace rung or the lease.
+        effective = deep_merge(data, override)
+        pool_timeout: timedelta = effective["rungs"][Rung.REPLACE]["timeout"]
+        if effective["replacement"]["lease"] < 2 * pool_timeout:
+            override.setdefault("replacement", {})["lease"] = 2 * pool_timeout
     return Policy.model_validate(data)
+
+
+def demo_defaults() -> Policy:
+    """The policy the demo runs without ``--policy`` (not yet scaled): ``DEMO_DEFAULTS``."""
+    return parse_policy(DEMO_DEFAULTS, "<demo defaults>")

@@ -49,7 +49,7 @@ from demo.admission_summary import admission_results, summarize_admissions
 from demo.chaos.driver import parse_kinds
 from demo.chaos.session import ChaosReport, ChaosSession
 from demo.incidents import Incident
-from demo.policy import scale_policy
+from demo.policy import demo_defaults, scale_policy
 from demo.progress import ProgressView
 from demo.server import DevServer, connect, dev_server, port_is_free
 from demo.stack import DemoStack, StackOptions
@@ -211,12 +211,7 @@ def demo_policy(options: DemoOptions) -> Policy:
         DemoError: The policy file is invalid.
     """
     try:
-        policy = load_policy(options.policy)
-        if options.policy is None:
-            # The demo shows the admission gate; a policy file decides for itself.
-            policy = policy.model_copy(
-                update={"admission": policy.admission.model_copy(update={"enabled": True})}
-            )
+        policy = demo_defaults() if options.policy is None else load_policy(options.policy)
         return scale_policy(policy, options.time_factor)
     except PolicyError as err:
         raise DemoError(str(err)) from err

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from gpu_remediation.dcgm_errors import (
     DCGM_ERROR_META,
@@ -22,7 +23,15 @@ from gpu_remediation.dcgm_errors import (
     DcgmSeverity,
 )
 from gpu_remediation.models import FaultClass
-from gpu_remediation.xid_catalog import NVIDIA_XID_CATALOG, NvidiaXid
+from gpu_remediation.xid_catalog import (
+    NVIDIA_XID_CATALOG,
+    SOURCE_BUCKETS,
+    SOURCE_DESCRIPTION,
+    SOURCE_IMMEDIATE,
+    SOURCE_NVLINK5_DECODE,
+    SOURCE_TRIGGER,
+    NvidiaXid,
+)
 
 FC = FaultClass
 
@@ -54,113 +63,241 @@ def nvidia_action(raw: str) -> NvidiaAction:
 
 @dataclass(frozen=True, slots=True)
 class XidInfo:
-    """One row of the Xid table."""
+    """One row of the Xid table.
+
+    Attributes:
+        xid: The Xid code.
+        fault_class: The project's class of the code (the policy decides what it does).
+        action: NVIDIA's immediate-action bucket of the code.
+        meaning: A few words for reasons and messages.
+        source: Where ``fault_class`` comes from: one of ``xid_catalog.SOURCES``,
+            ``": "``, then what that cell of NVIDIA's catalog says, or, for a
+            deliberate departure, ``"project: "`` and the reason.
+    """
 
     xid: int
     fault_class: FaultClass
     action: NvidiaAction
     meaning: str
+    source: str
 
 
 _A = NvidiaAction
 
 # What NVIDIA's immediate action means for the ladder, for every code the rows
-# below do not decide. RESTART_APP and IGNORE never touch the node.
+# below do not decide. Each bucket's definition is in the catalog's sheet
+# "Resolution Buckets" (xid_catalog.SOURCE_BUCKETS), quoted here.
 ACTION_CLASSES: dict[NvidiaAction, FaultClass] = {
+    # "The application should be restarted; RESET_GPU or RESTART_BM is not deemed
+    # necessary" / "No Action required": neither touches the node.
     _A.RESTART_APP: FC.APPLICATION,
     _A.IGNORE: FC.INFORMATIONAL,
+    # "RESTART_BM is not deemed necessary" (a failed reset climbs to reboot).
     _A.RESET_GPU: FC.GPU_RESET_REQUIRED,
+    # "Restart bare metal" / "VM owning the affected GPU must be restarted" (on
+    # EC2 the instance is that VM).
     _A.RESTART_BM: FC.REBOOT_REQUIRED,
     _A.RESTART_VM: FC.REBOOT_REQUIRED,
+    # "Check to ensure that device seating and all applicable connections to it
+    # are secure": hands on the host.
     _A.CHECK_MECHANICALS: FC.HARDWARE_FAILURE,
-    # A driver / firmware update: a person, not a repair step.
+    # "Update Firmware and Software to latest versions": a person, not a repair step.
     _A.UPDATE_SWFW: FC.CONFIGURATION,
-    # NVIDIA's CONTACT_SUPPORT / CHECK_UVM / an undecoded workflow: quarantine and diagnose.
+    # CONTACT_SUPPORT; CHECK_UVM ("If UVM/vGPU is being utilized, RESET_GPU;
+    # otherwise IGNORE": the line does not say which); an undecoded workflow; no
+    # action given: quarantine and diagnose, the diagnostic's findings reclassify.
     _A.CONTACT_SUPPORT: FC.UNKNOWN,
     _A.CHECK_UVM: FC.UNKNOWN,
     _A.WORKFLOW: FC.UNKNOWN,
     _A.NONE: FC.UNKNOWN,
 }
 
-# The project's own decisions, where NVIDIA's bucket alone is not enough (the
-# reason is on the row). Every other live code takes ACTION_CLASSES of its
-# immediate action (xid_catalog.NVIDIA_XID_CATALOG).
-_XID_ROWS: tuple[tuple[int, FaultClass, str], ...] = (
-    (8, FC.APPLICATION, "FIFO idle timeout"),
-    (13, FC.APPLICATION, "graphics engine exception"),
-    (31, FC.APPLICATION, "GPU memory page fault"),
-    (32, FC.APPLICATION, "corrupted push buffer"),
-    (38, FC.INFORMATIONAL, "driver firmware watchdog"),
-    # NVIDIA says IGNORE: the channel is reset and the GPU stays healthy; the
-    # application faulted, so its owner is told.
-    (43, FC.APPLICATION, "GPU stopped processing"),
+
+class _Row(NamedTuple):
+    fault_class: FaultClass
+    meaning: str
+    source: str
+
+
+def _nvidia(immediate: str) -> str:
+    # The code's immediate action, verbatim: test_xid_catalog checks it against the catalog.
+    return f"{SOURCE_IMMEDIATE}: {immediate}"
+
+
+def _cite(label: str, says: str) -> str:
+    return f"{label}: {says}"
+
+
+_RESET = FC.GPU_RESET_REQUIRED
+
+# The project's rows, each citing its source (xid_catalog.SOURCE_*). A row citing
+# NVIDIA's immediate action starts where that action's class starts (it may name
+# the fault more precisely); a "project" row departs from the catalog or fills a
+# gap in it, for the reason on its comment. Every other live code takes
+# ACTION_CLASSES of its immediate action (xid_catalog.NVIDIA_XID_CATALOG).
+_XID_ROWS: dict[int, _Row] = {
+    8: _Row(FC.APPLICATION, "FIFO idle timeout", _nvidia("RESTART_APP")),
+    # Repeats on one GPU make it suspect (WORKFLOW_XID_13/31, SUSPECT_HARDWARE_XIDS).
+    13: _Row(FC.APPLICATION, "graphics engine exception", _nvidia("RESTART_APP")),
+    31: _Row(FC.APPLICATION, "GPU memory page fault", _nvidia("RESTART_APP")),
+    32: _Row(FC.APPLICATION, "corrupted push buffer", _nvidia("RESTART_APP")),
+    38: _Row(FC.INFORMATIONAL, "driver firmware watchdog", _nvidia("IGNORE")),
+    # The channel is reset and the GPU stays healthy; the application faulted, so
+    # its owner is told (application, like IGNORE, never touches the node).
+    43: _Row(FC.APPLICATION, "GPU stopped processing", _nvidia("IGNORE")),
     # Secondary error: the causing Xid, reported alongside, decides the class.
-    (45, FC.APPLICATION, "preemptive cleanup after earlier errors"),
-    (46, FC.GPU_RESET_REQUIRED, "GPU timeout"),
-    # WORKFLOW_XID_48: reset alone; drain and reset with 63/64 (the recovery action says so).
-    (48, FC.GPU_RESET_REQUIRED, "double-bit ECC error"),
-    (54, FC.HARDWARE_FAILURE, "auxiliary power not connected"),
-    (62, FC.GPU_RESET_REQUIRED, "internal micro-controller halt"),
-    # The one deliberate departure from NVIDIA's IGNORE: the remap only takes
-    # effect after a reset, and AWS's agent treats it as repair-worthy; reset at
-    # the next convenient time (test_xid_catalog lists it as the only exception).
-    (63, FC.ROW_REMAP_PENDING, "row remapping pending"),
+    # NVIDIA's solo case asks for a Fabric Manager restart, which no rung does,
+    # and its Trigger Conditions say Xid 45 follows every aborted application
+    # ("Control-C, GPU resets, sigkill"), "not indicative of a bug": alone it notifies.
+    45: _Row(
+        FC.APPLICATION,
+        "preemptive cleanup after earlier errors",
+        "project: WORKFLOW_XID_45 (Resolution Buckets) is 'Not Solo: IGNORE (follow"
+        " guidance in other Xid)', 'Solo: RESTART_FM'; no rung restarts Fabric Manager",
+    ),
+    46: _Row(_RESET, "GPU timeout", _nvidia("RESET_GPU")),
+    # Drained and reset with 63/64: the driver's recovery action says so (Xid 154).
+    48: _Row(
+        _RESET,
+        "double-bit ECC error",
+        _cite(SOURCE_BUCKETS, "WORKFLOW_XID_48, Solo: RESET_GPU, w/ 63 or 64: DRAIN_AND_RESET"),
+    ),
+    54: _Row(FC.HARDWARE_FAILURE, "auxiliary power not connected", _nvidia("CHECK_MECHANICALS")),
+    62: _Row(_RESET, "internal micro-controller halt", _nvidia("RESET_GPU")),
+    # The one departure from NVIDIA's IGNORE: the remap takes effect only after a
+    # reset, and AWS treats Xid 63 as repair-worthy (aws/eks-node-monitoring-agent,
+    # monitors/nvidia/dcgm/dcgm_policies.go, WellKnownXidCodes: "NVIDIA: IGNORE,
+    # EC2: replace instance"); row_remap_pending resets at the next convenient
+    # time (test_xid_catalog lists it as the only exception).
+    63: _Row(
+        FC.ROW_REMAP_PENDING,
+        "row remapping pending",
+        "project: NVIDIA says IGNORE, but the remap is applied only by a GPU reset"
+        " (aws/eks-node-monitoring-agent WellKnownXidCodes: repair-worthy)",
+    ),
     # NVIDIA: RESET_GPU now, CONTACT_SUPPORT if it persists. The reset rung's
     # verification diagnostic is the field check; a GPU that still fails climbs
     # to replacement (DCGM 80 / nvidia-smi "Remapping Failure Occurred" replace at once).
-    (64, FC.GPU_RESET_REQUIRED, "row remapping failure"),
-    (68, FC.APPLICATION, "video decoder exception"),
-    (69, FC.APPLICATION, "graphics engine class error"),
-    (74, FC.NVLINK_ERROR, "NVLink error"),
+    64: _Row(_RESET, "row remapping failure", _nvidia("RESET_GPU")),
+    68: _Row(FC.APPLICATION, "video decoder exception", _nvidia("RESTART_APP")),
+    69: _Row(FC.APPLICATION, "graphics engine class error", _nvidia("RESTART_APP")),
+    # NVIDIA's WORKFLOW_NVLINK_ERR is a register decode (bits to ignore, to follow
+    # the other Xid, to re-seat, "a reset of the fabric is required") that the
+    # agent does not do. Of the two steps the Trigger Conditions allow, the
+    # nvlink_error policy takes the reboot: the link or the remote end may be at
+    # fault, and a reboot retrains every link and resets the fabric state.
+    74: _Row(
+        FC.NVLINK_ERROR,
+        "NVLink error",
+        _cite(SOURCE_TRIGGER, "A GPU reset or node reboot is needed to clear this error"),
+    ),
     # A reset does not help a GPU that fell off the bus: reboot the host.
-    (79, FC.GPU_FALLEN_OFF_BUS, "GPU has fallen off the bus"),
-    (92, FC.INFORMATIONAL, "high single-bit ECC rate"),
-    (94, FC.APPLICATION, "contained memory error"),
-    # NVIDIA: RESET_GPU, like 48, but the error escaped containment: the job's
-    # results cannot be trusted, so it is not asked to checkpoint (urgency).
-    (95, FC.UNCONTAINED_ERROR, "uncontained memory error"),
-    (109, FC.GPU_RESET_REQUIRED, "context-switch timeout"),
-    (110, FC.GPU_RESET_REQUIRED, "security fault"),
-    (119, FC.GPU_RESET_REQUIRED, "GSP RPC timeout"),
-    (120, FC.GPU_RESET_REQUIRED, "GSP error"),
-    (121, FC.INFORMATIONAL, "C2C error (corrected)"),
-    (136, FC.GPU_RESET_REQUIRED, "link training failed"),
-    (140, FC.GPU_RESET_REQUIRED, "ECC unrecovered error"),
-    (143, FC.GPU_RESET_REQUIRED, "GPU init error"),
-    # WORKFLOW_NVLINK5_ERR: a fatal unit error needs the links retrained; the
-    # line's severity word decides (a "Nonfatal" one is informational, classifier).
-    *((xid, FC.NVLINK_ERROR, "NVLink5 error") for xid in range(144, 151)),
-    (151, FC.REBOOT_REQUIRED, "key rotation error"),
-    # The recovery action it reports decides (see RECOVERY_ACTIONS); without one
-    # the node is quarantined and diagnosed.
-    (154, FC.UNKNOWN, "GPU recovery action changed"),
-    (155, FC.GPU_RESET_REQUIRED, "NVLink link down (software)"),
-    (156, FC.GPU_RESET_REQUIRED, "resource retirement event"),
-    # NVIDIA's immediate action is IGNORE (support only if it repeats); a real
-    # retirement failure also shows as DCGM error 80/84, which the DCGM rows decide.
-    (157, FC.INFORMATIONAL, "resource retirement failure"),
-    (158, FC.GPU_RESET_REQUIRED, "GPU fatal timeout"),
-    # Codes the catalog lists without an action yet (driver R575+):
-    # power-smoothing capability changes do not stop the GPU working.
-    *((xid, FC.INFORMATIONAL, "power smoothing circuitry state") for xid in range(162, 166)),
-    # The GPU stopped answering on PCIe: like a fall off the bus, a reboot is needed.
-    (167, FC.REBOOT_REQUIRED, "PCIe fatal timeout"),
-    # The same internal micro-controller halt as 62, on SEC2.
-    (169, FC.GPU_RESET_REQUIRED, "internal micro-controller halt (SEC2)"),
+    79: _Row(FC.GPU_FALLEN_OFF_BUS, "GPU has fallen off the bus", _nvidia("RESTART_BM")),
+    92: _Row(FC.INFORMATIONAL, "high single-bit ECC rate", _nvidia("IGNORE")),
+    94: _Row(FC.APPLICATION, "contained memory error", _nvidia("RESTART_APP")),
+    # RESET_GPU, like 48, but the error escaped containment: the job's results
+    # cannot be trusted, so it is not asked to checkpoint (urgency).
+    95: _Row(FC.UNCONTAINED_ERROR, "uncontained memory error", _nvidia("RESET_GPU")),
+    109: _Row(_RESET, "context-switch timeout", _nvidia("RESET_GPU")),
+    110: _Row(_RESET, "security fault", _nvidia("RESET_GPU")),
+    # GSP: Trigger Conditions of 119/120 say "A GPU reset or node power cycle may
+    # be needed if the error persists": reset first; a failed reset or a repeat
+    # climbs to reboot.
+    119: _Row(_RESET, "GSP RPC timeout", _nvidia("RESET_GPU")),
+    120: _Row(_RESET, "GSP error", _nvidia("RESET_GPU")),
+    121: _Row(FC.INFORMATIONAL, "C2C error (corrected)", _nvidia("IGNORE")),
+    136: _Row(_RESET, "link training failed", _nvidia("RESET_GPU")),
+    140: _Row(_RESET, "ECC unrecovered error", _nvidia("RESET_GPU")),
+    143: _Row(_RESET, "GPU init error", _nvidia("RESET_GPU")),
+    # WORKFLOW_NVLINK5_ERR: the decode sheet gives RESET_GPU for the Fatal and Link
+    # Fatal rows ("Link fatal put the GPU in a drain and reset recommended state")
+    # and IGNORE (or Xid 154's action) for Non-fatal ones (all of 147's and 148's),
+    # which the classifier reads from the line (nvlink5_nonfatal). Was nvlink_error
+    # (reboot first) until issue 33.
+    **{
+        xid: _Row(
+            _RESET,
+            "NVLink5 error",
+            _cite(SOURCE_NVLINK5_DECODE, "Fatal / Link Fatal: RESET_GPU, Non-fatal: IGNORE"),
+        )
+        for xid in range(144, 151)
+    },
+    151: _Row(FC.REBOOT_REQUIRED, "key rotation error", _nvidia("RESTART_VM")),
+    # The recovery action it reports decides (RECOVERY_ACTIONS); without one the
+    # node is quarantined and diagnosed.
+    154: _Row(
+        FC.UNKNOWN,
+        "GPU recovery action changed",
+        _cite(SOURCE_BUCKETS, "XID_154, Follow XID 154 reported guidance"),
+    ),
+    155: _Row(_RESET, "NVLink link down (software)", _nvidia("RESET_GPU")),
+    156: _Row(_RESET, "resource retirement event", _nvidia("RESET_GPU")),
+    # Support only if it repeats; a real retirement failure also shows as DCGM
+    # error 80/84, which the DCGM rows decide.
+    157: _Row(FC.INFORMATIONAL, "resource retirement failure", _nvidia("IGNORE")),
+    158: _Row(_RESET, "GPU fatal timeout", _nvidia("RESET_GPU")),
+    # Codes the catalog lists without an action yet (driver R575+). Power
+    # smoothing changes do not stop the GPU working; replacing a worn-out circuit
+    # is an operator's choice ("if power swings are not acceptable").
+    162: _Row(
+        FC.INFORMATIONAL,
+        "power smoothing circuitry reengaged",
+        _cite(SOURCE_DESCRIPTION, "Power Smoothing HW Circuitry capability reengaged"),
+    ),
+    163: _Row(
+        FC.INFORMATIONAL,
+        "power smoothing circuitry disengaged",
+        _cite(SOURCE_TRIGGER, "No GPU reset required"),
+    ),
+    164: _Row(
+        FC.INFORMATIONAL,
+        "power smoothing circuitry low lifetime",
+        _cite(SOURCE_TRIGGER, "Monitor power swings"),
+    ),
+    165: _Row(
+        FC.INFORMATIONAL,
+        "power smoothing circuitry lifetime exhausted",
+        _cite(SOURCE_TRIGGER, "Replace GPUs if power swings are not acceptable"),
+    ),
+    # The GPU stopped answering on PCIe: like a fall off the bus (79, RESTART_BM).
+    167: _Row(
+        FC.REBOOT_REQUIRED,
+        "PCIe fatal timeout",
+        "project: no action in the catalog; handled like Xid 79 (RESTART_BM)",
+    ),
+    # The same internal micro-controller halt as 62 (RESET_GPU), on SEC2.
+    169: _Row(
+        _RESET,
+        "internal micro-controller halt (SEC2)",
+        "project: no action in the catalog; handled like Xid 62 (RESET_GPU)",
+    ),
     # Details of an Xid 48 (DRAM or SRAM): handled as 48.
-    (171, FC.GPU_RESET_REQUIRED, "uncorrectable DRAM error"),
-    (172, FC.GPU_RESET_REQUIRED, "uncorrectable SRAM error"),
-)
+    171: _Row(
+        _RESET,
+        "uncorrectable DRAM error",
+        _cite(SOURCE_DESCRIPTION, "Additional to Xid 48 (WORKFLOW_XID_48, Solo: RESET_GPU)"),
+    ),
+    172: _Row(
+        _RESET,
+        "uncorrectable SRAM error",
+        _cite(SOURCE_DESCRIPTION, "Additional to Xid 48 (WORKFLOW_XID_48, Solo: RESET_GPU)"),
+    ),
+}
 
-_PROJECT_ROWS: dict[int, tuple[FaultClass, str]] = {xid: (fc, m) for xid, fc, m in _XID_ROWS}
+
+def _meaning(description: str) -> str:
+    # "Invalid or ..." -> "invalid or ...", but "CE3: ..." and "NVDEC0 Error" keep their case.
+    if description[1:2].isupper():
+        return description
+    return description[:1].lower() + description[1:]
 
 
 def _xid_row(xid: int, entry: NvidiaXid) -> XidInfo:
     action = nvidia_action(entry.immediate)
-    fault_class, meaning = _PROJECT_ROWS.get(
-        xid, (ACTION_CLASSES[action], entry.description[:1].lower() + entry.description[1:])
+    row = _XID_ROWS.get(xid) or _Row(
+        ACTION_CLASSES[action], _meaning(entry.description), _nvidia(entry.immediate or "none")
     )
-    return XidInfo(xid, fault_class, action, meaning)
+    return XidInfo(xid, row.fault_class, action, row.meaning, row.source)
 
 
 XID_TABLE: dict[int, XidInfo] = {
@@ -319,9 +456,9 @@ EFA_CHECKS: dict[str, tuple[FaultClass, str]] = {
     # A missing device or provider does not come back without new hardware.
     "device_count": (FC.EFA_FAILURE, "wrong EFA device count"),
     "provider": (FC.EFA_FAILURE, "EFA provider missing"),
-    # A link may be down because of the switch or cable, not this node: diagnose
-    # and reboot (link retraining) rather than spend a replacement on it.
-    "link": (FC.UNKNOWN, "EFA link down"),
+    # A link may be down because of the switch or cable, not this node: a reboot
+    # retrains it before a replacement is spent; the EFA checks verify it.
+    "link": (FC.EFA_LINK_DOWN, "EFA link down"),
     # Counter bursts are warnings.
     "counters": (FC.INFORMATIONAL, "EFA error counters rising"),
 }

@@ -119,6 +119,25 @@ class ResetGpusResult(Model):
     command_id: str = ""
 
 
+class RunRungStepInput(HostInput):
+    """One step of a rung whose table entry names its own activity (``RungAction.ACTIVITY``).
+
+    The activity must be idempotent like every other: it checks the machine's
+    state first and acts only on the machine ``provider_id`` names.
+    """
+
+    rung: str = Field(min_length=1, max_length=64)
+    gpu_indices: list[GpuIndex] = Field(default_factory=list)
+    timeout_s: float = Field(gt=0, le=86_400 * 7)
+
+
+class RungStepResult(Model):
+    """How a table-named step went: ``ok`` hands over to the verification, else climb."""
+
+    ok: bool
+    detail: str = Field(default="", max_length=2048)
+
+
 class RebootNodeInput(HostInput):
     """Reboot the host out of band and wait until it is back and Ready."""
 

@@ -1,16 +1,23 @@
 """The fixed host commands: what runs on a GPU node, its script, its tag and its output.
 
 Only three commands exist: reset named GPUs, run the DCGM diagnostic at a
-level, and read DCGM health. Each is rendered from validated integers into a
-fixed shell script; nothing from evidence, alerts or operators is ever
-interpolated as text. The script's first line tags it with the command, so
-the fleet simulator knows what to simulate without guessing.
+level, and read DCGM health. Through SSM they run as the project's own Command
+document (``deploy/aws/gpu-remediation-host-command.json``, named by the
+``ssm_document`` setting): a fixed script whose only inputs are typed
+parameters (an action from a fixed list, a GPU index list and a diag level
+that SSM checks against the document's patterns before anything runs). A Job
+runs the equivalent fixed script rendered here from validated integers
+(``HostCommand.script``; tests/activities/test_host_document_script.py runs
+both and compares what they do). Nothing from evidence, alerts or operators is
+ever interpolated as text. A Job script's first line tags it with the command,
+so the fleet simulator knows what to simulate without guessing; through SSM
+the typed parameters say it.
 
 JSON results are gzip-compressed and base64-encoded on the host because SSM
 truncates standard output at 24,000 characters, which a level-3 diagnostic
 of eight GPUs exceeds.
 
-Shared by the executors (``activities.host_commands``, ``activities.aws``,
+Shared by the executors (``activities.host_commands``, ``activities.host_ssm``,
 ``activities.kube_jobs``) and the simulated hosts (``simulator``), which is
 why it lives in the domain package and imports neither.
 """
@@ -21,11 +28,20 @@ import base64
 import gzip
 import json
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from gpu_remediation.models import GpuIndex, Model
+
+HOST_COMMAND_DOCUMENT = "GpuRemediation-HostCommand"
+"""Default name of the SSM Command document the SSM executor runs (the ``ssm_document``
+setting): ``deploy/aws/gpu-remediation-host-command.json``, created under this name."""
+DOCUMENT_ACTION = "action"
+DOCUMENT_GPUS = "gpuIndices"
+DOCUMENT_LEVEL = "diagLevel"
+DOCUMENT_TIMEOUT = "executionTimeout"
 
 # The first line of every script names the command as JSON; hosts ignore the
 # comment, the fleet simulator reads it to know what to simulate.
@@ -63,13 +79,54 @@ class HostCommand(Model):
             return [argv]
         return [["dcgmi", "health", "-c", "-j"]]
 
+    def ssm_parameters(self) -> dict[str, list[str]]:
+        """The typed parameters of the SSM document that runs this command.
+
+        The GPU list is sorted and without repeats (as ``argv`` runs it); the
+        diag level is sent only for the diagnostic.
+        """
+        parameters: dict[str, list[str]] = {
+            DOCUMENT_ACTION: [self.kind],
+            DOCUMENT_GPUS: [",".join(str(i) for i in sorted(set(self.gpu_indices)))],
+        }
+        if self.level is not None:
+            parameters[DOCUMENT_LEVEL] = [str(self.level)]
+        return parameters
+
+    @classmethod
+    def from_ssm_parameters(cls, parameters: Mapping[str, Sequence[str]]) -> HostCommand:
+        """The command an invocation of the SSM document with ``parameters`` runs.
+
+        The simulated host's side of ``ssm_parameters``: the parameters have
+        passed the document's own checks (defaults filled in).
+
+        Raises:
+            ValueError: A parameter is missing or does not make a valid command.
+        """
+
+        def one(name: str) -> str:
+            values = list(parameters.get(name) or [])
+            if len(values) != 1:
+                raise ValueError(f"SSM parameter {name}: expected one value, got {values!r}")
+            return str(values[0])
+
+        kind = one(DOCUMENT_ACTION)
+        gpus = one(DOCUMENT_GPUS)
+        return cls.model_validate(
+            {
+                "kind": kind,
+                "gpu_indices": [int(i) for i in gpus.split(",")] if gpus else [],
+                "level": int(one(DOCUMENT_LEVEL)) if kind == "dcgm_diag" else None,
+            }
+        )
+
     @property
     def encodes_output(self) -> bool:
         """Whether stdout is JSON sent compressed (the DCGM commands)."""
         return self.kind != "gpu_reset"
 
     def script(self) -> list[str]:
-        """The shell lines for ``AWS-RunShellScript`` or a Job's ``sh -c``."""
+        """The shell lines of a Job's ``sh -c`` (SSM runs the document instead)."""
         tag = TAG + self.model_dump_json()
         commands = [shlex.join(argv) for argv in self.argv()]
         if not self.encodes_output:

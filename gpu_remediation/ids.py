@@ -144,6 +144,15 @@ class Activities:
     HAND_TO_INCIDENT = "hand_to_incident"
     START_ADMISSION = "start_admission"
 
+    @staticmethod
+    def rung_step(rung: str) -> str:
+        """The activity of a rung whose table entry's action is ``activity`` (``rungs.py``).
+
+        Named by convention, so a new rung's activity needs no constant here:
+        ``@activity.defn(name=Activities.rung_step(Rung.X))``.
+        """
+        return f"run_rung_{rung}"
+
 
 class Signals:
     """Signal names on the node workflow and the semaphore."""

@@ -43,11 +43,31 @@ class RequestCheckpointInput(NodeInput):
     jobs: list[JobRef] = Field(max_length=64)
 
 
+class AskedPod(Model):
+    """A pod that carries this incident's request, and the job it belongs to.
+
+    The job is the one whose label selected the pod in its own namespace when
+    the request was written, never what the pod says about itself.
+    """
+
+    uid: str = Field(min_length=1, max_length=64)
+    pod: str = Field(min_length=1, max_length=317, description="namespace/name")
+    job: str = Field(min_length=1, max_length=JOB_MAX_CHARS, description="namespace/name")
+
+
+MAX_ASKED_PODS = 4096
+
+
 class CheckpointRequestResult(Model):
     """What the request wrote (pods already carrying it count as done)."""
 
     requested_pods: int = Field(ge=0)
     watched_pods: int = Field(ge=0)
+    asked: list[AskedPod] = Field(
+        default_factory=list,
+        max_length=MAX_ASKED_PODS,
+        description="The pods carrying the request: the only ones whose answers count.",
+    )
 
 
 class WithdrawCheckpointInput(NodeInput):
@@ -74,8 +94,14 @@ class CheckpointAnswerReport(Model):
     job: str | None = Field(
         default=None,
         max_length=JOB_MAX_CHARS,
-        description="namespace/name of the job, from the request on the pod; None from "
-        "relays (or requests) older than per-job answers.",
+        description="namespace/name of the job as the request on the pod names it: for the "
+        "log only (the pod's owner can edit it); the incident takes the job from pod_uid.",
+    )
+    pod_uid: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The pod's metadata.uid (set by the API server): an answer counts only "
+        "from a pod the incident asked.",
     )
 
 

@@ -36,7 +36,11 @@ class Model(BaseModel):
 
 
 class Rung(StrEnum):
-    """A step of the remediation ladder, in climbing order."""
+    """A step of the remediation ladder, in climbing order.
+
+    What each rung does, how it is verified and whether it is disruptive is
+    its entry in the rung table (``gpu_remediation.rungs``).
+    """
 
     QUARANTINE = "quarantine"
     STOP_GPU_WORK = "stop_gpu_work"
@@ -50,16 +54,6 @@ class Rung(StrEnum):
     def order(self) -> int:
         """Position on the ladder; higher is more disruptive."""
         return _RUNG_ORDER[self]
-
-    @property
-    def is_corrective(self) -> bool:
-        """Whether the rung changes the node and so is followed by verification."""
-        return self in (Rung.GPU_RESET, Rung.REBOOT, Rung.REPLACE)
-
-    @property
-    def is_disruptive(self) -> bool:
-        """Whether the breaker may block the rung (it takes capacity away)."""
-        return self in (Rung.REBOOT, Rung.REPLACE)
 
     def next(self) -> Rung:
         """The rung above this one (escalation is the top)."""
@@ -84,6 +78,7 @@ class FaultClass(StrEnum):
     ROW_REMAP_FAILURE = "row_remap_failure"
     HARDWARE_FAILURE = "hardware_failure"
     EFA_FAILURE = "efa_failure"
+    EFA_LINK_DOWN = "efa_link_down"
     CONFIGURATION = "configuration"
     UNCONTAINED_ERROR = "uncontained_error"
     UNKNOWN = "unknown"
@@ -211,6 +206,13 @@ class ManualEvidence(EvidenceBase):
     kind: Literal["manual"] = "manual"
     runbook: Literal["auto", "diagnose", "reset", "reboot", "replace"]
     requested_by: str = Field(default="", max_length=256)
+    authenticated_as: str | None = Field(
+        default=None,
+        max_length=256,
+        description="The principal the requester's connection to Temporal authenticated as "
+        "(its mTLS client certificate's subject); None when the requester cannot know it "
+        "(no client certificate: an API key's principal is not visible to the client).",
+    )
     force: bool = False
 
     @property

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from gpu_remediation.models import FaultClass, Rung, Urgency
+from gpu_remediation.policy_override import (
+    PolicyOverrideBase,
+    PoolOverrideError,
+    deep_merge,
+    partial_model,
+)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -86,6 +92,14 @@ ADDED_FAULT_CLASSES: dict[FaultClass, FaultClassPolicy] = {
     FaultClass.UNCONTAINED_ERROR: FaultClassPolicy(
         start_rung=Rung.GPU_RESET, max_rung=Rung.ESCALATE, urgency=Urgency.IMMEDIATE
     ),
+    # Issue 33: an EFA link down (it was `unknown`, verified by a GPU-only
+    # diagnostic that passed with the link still down); as in default_policy.yaml.
+    FaultClass.EFA_LINK_DOWN: FaultClassPolicy(
+        start_rung=Rung.REBOOT,
+        max_rung=Rung.ESCALATE,
+        grace=timedelta(minutes=2),
+        urgency=Urgency.CHECKPOINT_FIRST,
+    ),
 }
 """Classes added after policies were first recorded, with the default a policy without them gets."""
 
@@ -96,6 +110,12 @@ class VerificationPolicy(PolicyModel):
     enabled: bool = True
     diag_level: int = Field(default=2, ge=1, le=4)
     timeout: Duration = Field(default=timedelta(minutes=20), gt=timedelta(0))
+    efa_settle: Duration = Field(
+        default=timedelta(seconds=90),
+        ge=timedelta(0),
+        description="Before an EFA fault's check after a step, wait this long for the node "
+        "agent's next cycles (NPD starts a new boot with its default, healthy condition).",
+    )
 
 
 class ReplacementPolicy(PolicyModel):
@@ -166,6 +186,12 @@ class OperatorPolicy(PolicyModel):
         default=timedelta(days=3),
         ge=timedelta(0),
         description="After escalating, wait this long for an operator's retry/skip/abort.",
+    )
+    force_requires_authentication: bool = Field(
+        default=False,
+        description="Honour a forced request (bypassing the breaker and the replacement "
+        "permit) only from a requester whose connection authenticated it (mTLS client "
+        "certificate); others run unforced. Off by default for the demo and local use.",
     )
 
 
@@ -290,6 +316,15 @@ class TriggerPolicy(PolicyModel):
         min_length=1,
         max_length=20,
         description="Alert labels, in order, that may name the node.",
+    )
+    trust_alert_fault_class: bool = Field(
+        default=False,
+        description=(
+            "Honour an alert's fault_class label. Off: the receiver drops the label and the "
+            "alert is classified from its Xid or metric alone, so a label carried by a scraped "
+            "series cannot choose the repair. Turn on only when every rule routed to the "
+            "receiver sets or clears fault_class itself (docs/security.md, Alerts)."
+        ),
     )
 
     def rule_for(self, condition_type: str, status: str, reason: str) -> ConditionRule | None:
@@ -444,8 +479,8 @@ def _default_rungs() -> dict[Rung, RungPolicy]:
     return {rung: RungPolicy() for rung in Rung}
 
 
-class Policy(PolicyModel):
-    """The whole remediation policy."""
+class _PolicySections(PolicyModel):
+    """Every setting of the policy; ``Policy`` adds the per-pool overrides of them."""
 
     version: int = Field(default=1, ge=1, le=1)
     dry_run: bool = False
@@ -466,6 +501,25 @@ class Policy(PolicyModel):
     jobs: JobsPolicy = JobsPolicy()
     admission: AdmissionPolicy = AdmissionPolicy()  # issue 20; absent in older histories
     timeouts: ActivityTimeoutsPolicy = ActivityTimeoutsPolicy()  # absent in older histories
+
+
+if TYPE_CHECKING:
+    PolicyOverride: TypeAlias = PolicyOverrideBase
+else:
+    # Generated from the sections, so every setting can be overridden per pool.
+    PolicyOverride = partial_model(
+        _PolicySections, base=PolicyOverrideBase, exclude=("version",), name="PolicyOverride"
+    )
+
+
+class Policy(_PolicySections):
+    """The whole remediation policy."""
+
+    pools: dict[Annotated[str, Field(min_length=1)], PolicyOverride] = Field(
+        default_factory=dict,
+        description="Node pool name to its override: any setting but pools and version, "
+        "merged over the rest of the policy like a policy file over the defaults.",
+    )  # issue 33; absent in older histories
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:
@@ -492,3 +546,36 @@ class Policy(PolicyModel):
     def fault_class(self, fault_class: FaultClass) -> FaultClassPolicy:
         """Return the policy of one fault class."""
         return self.fault_classes[fault_class]
+
+    @model_validator(mode="after")
+    def _overrides_apply(self) -> Policy:
+        # Refused when the policy is made, not when a node of the pool first needs it.
+        for pool, override in self.pools.items():
+            try:
+                self._overridden(override)
+            except ValidationError as err:
+                raise PoolOverrideError(pool, err) from err
+        return self
+
+    def for_pool(self, pool: str | None) -> Policy:
+        """Return the effective policy of a node pool: this one with the pool's override merged in.
+
+        Mappings merge key by key (one field of one rung keeps the rung's other
+        fields), any other value replaces this policy's. The result keeps
+        ``pools``, so applying the same pool again changes nothing; call it on
+        the base policy, not on another pool's effective one. Pure and
+        deterministic (workflow code calls it).
+
+        Args:
+            pool: The node's pool; None (unknown) or a pool without an override
+                returns this policy itself.
+        """
+        if pool is None or pool not in self.pools:
+            return self
+        return self._overridden(self.pools[pool])
+
+    def _overridden(self, override: PolicyOverride) -> Policy:
+        base = self.model_dump(mode="python", exclude={"pools"})
+        # Validated without pools (no recursion), then given this policy's back.
+        effective = Policy.model_validate(deep_merge(base, override.model_dump(mode="python")))
+        return effective.model_copy(update={"pools": self.pools})

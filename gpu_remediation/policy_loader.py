@@ -7,12 +7,12 @@ and ``start_rung: null`` turns a class into notify-only. An empty file is an
 error rather than "all defaults", so a wrong path to an empty file is noticed.
 
 Every problem is a ``PolicyError`` naming the file and, for validation errors,
-each bad field by its dotted path.
+each bad field by its dotted path. A pool's override is checked by building
+that pool's effective policy, so its problems are named under ``pools.<pool>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
@@ -23,6 +23,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpu_remediation.models import FaultClass, Rung
 from gpu_remediation.policy import Policy
+from gpu_remediation.policy_override import PoolOverrideError, deep_merge
+from gpu_remediation.rungs import (
+    ComponentCheck,
+    RungAction,
+    Verification,
+    can_fix,
+    check_for,
+    rung_spec,
+)
 
 DEFAULT_POLICY_RESOURCE = "default_policy.yaml"
 
@@ -99,17 +108,6 @@ def _parse_yaml(text: str, source: str) -> dict[str, Any]:
     return data
 
 
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """Return ``base`` with ``override`` merged in (mappings recursively, others replaced)."""
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def _dotted(loc: tuple[int | str, ...]) -> str:
     parts: list[str] = []
     for item in loc:
@@ -122,9 +120,14 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts)
 
 
-def _problems(err: ValidationError) -> list[str]:
+def _problems(err: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[str]:
     problems = []
     for error in err.errors(include_url=False):
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, PoolOverrideError):
+            # A pool's effective policy is invalid: its problems, at their paths in the pool.
+            problems += _problems(cause.error, (*prefix, *error["loc"], "pools", cause.pool))
+            continue
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] not in ("extra_forbidden", "missing") and not isinstance(
             error.get("input"), dict | list
@@ -132,7 +135,7 @@ def _problems(err: ValidationError) -> list[str]:
             message += f" (got {error.get('input')!r})"
         if error["type"].startswith("time_delta"):
             message += '; write durations like "30s", "10m", "2h", "7d"'
-        path = _dotted(error["loc"])
+        path = _dotted((*prefix, *error["loc"]))
         problems.append(f"{path}: {message}" if path else message)
     return problems
 
@@ -197,20 +200,31 @@ class LadderStep(BaseModel):
     note: str = ""
 
 
-def _step(policy: Policy, rung: Rung, runs: bool, note: str) -> LadderStep:
+def _verified_by(policy: Policy, fault_class: FaultClass) -> str:
+    check = check_for(fault_class)
+    if check == ComponentCheck.DCGM_DIAG:
+        return f"DCGM diag level {policy.verification.diag_level}"
+    if check == ComponentCheck.EFA_CHECK:
+        return "the node agent's EFA checks"
+    return "the node Ready on its boot"
+
+
+def _step(policy: Policy, fault_class: FaultClass, rung: Rung, runs: bool, note: str) -> LadderStep:
     rp = policy.rung(rung)
+    spec = rung_spec(rung)
     notes = [note] if note else []
     if runs:
         if rp.requires_approval:
             notes.append("waits for an operator's approval")
-        if rung.is_disruptive:
+        if spec.disruptive:
             notes.append("blocked while the pool's breaker is open")
         if rung == Rung.REPLACE:
             notes.append(
                 f"needs a replacement permit (at most {policy.replacement.max_concurrent} at once)"
             )
-        if rung.is_corrective and rung != Rung.REPLACE and policy.verification.enabled:
-            notes.append(f"then verified (DCGM diag level {policy.verification.diag_level})")
+        changes = spec.action not in (RungAction.NONE, RungAction.HAND_OVER)
+        if changes and spec.verification == Verification.COMPONENT and policy.verification.enabled:
+            notes.append(f"then verified ({_verified_by(policy, fault_class)})")
     return LadderStep(
         rung=rung,
         runs=runs,
@@ -248,15 +262,19 @@ def effective_ladder(policy: Policy, fault_class: FaultClass) -> list[LadderStep
         rungs.append(Rung.STOP_GPU_WORK)
     rungs += [r for r in Rung if r.order >= max(start.order, Rung.DIAGNOSE.order)]
     steps = []
+    fc = fault_class
     for rung in rungs:
         if rung == Rung.ESCALATE:
-            steps.append(_step(policy, rung, True, "hand over to a human; always last"))
+            steps.append(_step(policy, fc, rung, True, "hand over to a human; always last"))
         elif not policy.rung(rung).enabled:
-            steps.append(_step(policy, rung, False, "disabled by policy, skipped"))
+            steps.append(_step(policy, fc, rung, False, "disabled by policy, skipped"))
         elif rung.order > ceiling.order:
-            steps.append(_step(policy, rung, False, f"above max_rung {ceiling}, not run"))
+            steps.append(_step(policy, fc, rung, False, f"above max_rung {ceiling}, not run"))
+        elif not rung_spec(rung).preparation and not can_fix(rung, fault_class):
+            steps.append(_step(policy, fc, rung, False, f"cannot fix a {fault_class} fault"))
         elif rung == Rung.DIAGNOSE:
-            steps.append(_step(policy, rung, True, "its findings may reclassify the incident"))
+            note = f"checks with {_verified_by(policy, fault_class)}; its findings may reclassify"
+            steps.append(_step(policy, fc, rung, True, note))
         else:
-            steps.append(_step(policy, rung, True, ""))
+            steps.append(_step(policy, fc, rung, True, ""))
     return steps

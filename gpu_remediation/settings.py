@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from gpu_remediation.contracts import QUARANTINE_TAINT_KEY
+from gpu_remediation.host_command import HOST_COMMAND_DOCUMENT
 from gpu_remediation.models import Model
 
 PREFIX = "GPU_REMEDIATION_"
@@ -34,7 +35,18 @@ class Settings(Model):
     aws_region: str = "us-west-2"
     aws_endpoint_url: str | None = Field(default=None, description="moto in the simulator.")
     host_executor: Literal["ssm", "job"] = "ssm"
-    job_namespace: str = "gpu-remediation"
+    ssm_document: str = Field(
+        default=HOST_COMMAND_DOCUMENT,
+        pattern=r"^[a-zA-Z0-9_.-]{3,128}$",
+        description="The SSM Command document of the host commands "
+        "(deploy/aws/gpu-remediation-host-command.json, created under this name).",
+    )
+    job_namespace: str = Field(
+        default="gpu-remediation-jobs",
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="Namespace of the Job executor's privileged Jobs: a namespace of its "
+        "own (Pod Security privileged), never the services' (restricted).",
+    )
     job_image: str = Field(
         default="nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04",
         description="Image with nvidia-smi and dcgmi for the Job executor.",

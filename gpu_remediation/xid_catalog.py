@@ -1,12 +1,25 @@
 """NVIDIA's Xid catalog as data: every live Xid with NVIDIA's immediate and investigatory action.
 
-Copied from NVIDIA's catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html,
-sheet "Catalog") as machine-read by leptonai/gpud @ 4a8de33a
-(components/accelerator/nvidia/xid/catalog_generated.go, generated 2025-10-29).
+Source: NVIDIA's "Analyzing Xid Errors with the Xid Catalog"
+(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html), whose
+workbook Xid-Catalog.xlsx has the sheets "Xids" (one row per code: Resolution
+Bucket, Immediate and Investigatory Action, Trigger Conditions), "Xid 144-150
+Decode" and "Resolution Buckets" (what each bucket asks for). The rows below are
+copied from leptonai/gpud @ 4a8de33a
+(components/accelerator/nvidia/xid/catalog_generated.go, generated 2025-10-29
+from that page) and were checked cell by cell against the workbook itself, as
+NVIDIA/NVSentinel embeds it unmodified
+(health-monitors/syslog-health-monitor/pkg/common/Xid-Catalog.xlsx, SHA-256
+``XID_CATALOG_WORKBOOK_SHA256``): the immediate and investigatory actions of
+every live code agree. The tests hold the workbook's sheets as text
+(tests/gpu_remediation/fixtures/real/nvidia_xid_catalog_workbook_xids.tsv,
+nvidia_xid_144_150_decode.tsv) and check the copy and the citations against them.
+
 Codes NVIDIA lists as "Unused" are left out; 162-172 are new codes for which the
 catalog gives no action yet. ``catalog.XID_TABLE`` derives the project's class of
 every code here from its immediate action, except where its own rows decide
-(tests/gpu_remediation/test_xid_catalog.py checks that no live code is missing).
+(tests/gpu_remediation/test_xid_catalog.py checks that no live code is missing,
+and that every row cites its source with one of the ``SOURCE_*`` labels below).
 
 Nothing here does I/O: the module is imported by workflow code.
 """
@@ -18,10 +31,36 @@ from __future__ import annotations
 from typing import NamedTuple
 
 XID_CATALOG_VERSION = (
-    "NVIDIA Xid catalog, sheet Catalog, as of 2025-10-29 (via leptonai/gpud @ 4a8de33a)"
+    "NVIDIA Xid catalog (Xid-Catalog.xlsx, sheet Xids) as of 2025-10-29"
+    " (via leptonai/gpud @ 4a8de33a, checked against the workbook)"
 )
+XID_CATALOG_WORKBOOK_SHA256 = "7f70ce9684be0c9d98a367770341ccc1d8bca4465cebe42dab7e23d57df5d5a5"
+"""The Xid-Catalog.xlsx the rows were checked against (NVSentinel's pkg/common/common.go cites it)."""
 XID_CATALOG_HIGHEST_CODE = 172
 """The highest code the catalog lists (live or unused)."""
+
+# Citations of the catalog's cells, for the ``source`` of each row of
+# ``catalog.XID_TABLE``: the label, ": ", then what the cell says (labels hold no ": ").
+SOURCE_IMMEDIATE = "NVIDIA Xid catalog, sheet Xids, Immediate Action"
+"""Followed by NVIDIA's immediate-action bucket of the code, verbatim (``none`` when empty)."""
+SOURCE_BUCKETS = "NVIDIA Xid catalog, sheet Resolution Buckets"
+"""What a ``WORKFLOW_*`` / ``XID_*`` bucket resolves to, from the bucket's own definition."""
+SOURCE_NVLINK5_DECODE = "NVIDIA Xid catalog, sheet Xid 144-150 Decode"
+"""Xids 144-150: the per-unit decode of the line's severity and error status."""
+SOURCE_TRIGGER = "NVIDIA Xid catalog, sheet Xids, Trigger Conditions"
+"""The code's Trigger Conditions note, quoted (what NVIDIA says beyond the bucket)."""
+SOURCE_DESCRIPTION = "NVIDIA Xid catalog, sheet Xids, Description"
+"""The code's description, quoted (for codes whose action columns are empty)."""
+SOURCE_PROJECT = "project"
+"""A deliberate departure from, or addition to, the catalog; the reason follows."""
+SOURCES = (
+    SOURCE_IMMEDIATE,
+    SOURCE_BUCKETS,
+    SOURCE_NVLINK5_DECODE,
+    SOURCE_TRIGGER,
+    SOURCE_DESCRIPTION,
+    SOURCE_PROJECT,
+)
 
 
 class NvidiaXid(NamedTuple):

@@ -6,9 +6,14 @@ Success with empty output, and an EC2 reboot changes nothing a node could
 notice. This module is the one place that teaches moto more, by overriding
 two methods on moto's in-process backend objects (never the boto3 clients):
 
-* ``send_command`` asks a ``HostSimulator`` for each targeted instance's
-  result, and can keep the invocation invisible (``InvocationDoesNotExist``)
-  or ``InProgress`` for a number of polls or seconds, as real SSM does;
+* ``send_command`` runs only the project's own Command document
+  (``deploy/aws/gpu-remediation-host-command.json``, created in moto at start
+  from that file): another document is refused with ``AccessDeniedException``,
+  as the worker's IAM policy refuses it, and parameters the document does not
+  allow with ``InvalidParameters``, as SSM does (``simulator.ssm_document``).
+  It asks a ``HostSimulator`` for each targeted instance's result, and can
+  keep the invocation invisible (``InvocationDoesNotExist``) or ``InProgress``
+  for a number of polls or seconds, as real SSM does;
 * ``reboot_instances`` tells the simulator which instances were rebooted;
 * ``run_instances``, ``terminate_instances`` and ``reboot_instances`` can answer
   EC2's throttling error (``RequestLimitExceeded``, or another code such as
@@ -25,7 +30,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +43,8 @@ from moto.server import ThreadedMotoServer
 from moto.ssm.exceptions import SSMException
 from moto.ssm.models import ssm_backends
 
-from gpu_remediation.host_command import HostCommand, parse_tag
+from gpu_remediation.host_command import HOST_COMMAND_DOCUMENT, HostCommand
+from simulator.ssm_document import CommandDocument, InvalidParameters
 
 DEFAULT_REGION = "us-west-2"
 
@@ -58,7 +64,8 @@ class SimulatedInvocation:
 
 
 HostSimulator = Callable[[str, HostCommand | None, list[str]], SimulatedInvocation]
-"""(instance id, parsed command or None, raw script lines) -> the invocation's result."""
+"""(instance id, the command the parameters name or None, the rendered script lines)
+-> the invocation's result."""
 
 
 def _succeed(
@@ -80,13 +87,23 @@ class _CommandState:
 class MotoCloud:
     """A moto server on a free loopback port with the SSM/EC2 adapter installed."""
 
-    def __init__(self, region: str = DEFAULT_REGION) -> None:
+    def __init__(
+        self,
+        region: str = DEFAULT_REGION,
+        *,
+        document: CommandDocument | None = None,
+        document_name: str = HOST_COMMAND_DOCUMENT,
+    ) -> None:
         """Prepare (not start) the cloud.
 
         Args:
             region: Region of the clients and backends.
+            document: The host-command document (default: the file deploy/ ships).
+            document_name: The name it is created under (the ``ssm_document`` setting).
         """
         self.region = region
+        self.document = document if document is not None else CommandDocument.load()
+        self.document_name = document_name
         self.host_simulator: HostSimulator = _succeed
         self.on_reboot: Callable[[str], None] = lambda _instance: None
         self.rebooted: list[str] = []
@@ -111,6 +128,20 @@ class MotoCloud:
         self._server.start()
         self.endpoint_url = f"http://127.0.0.1:{port}"
         self._install()
+        self._create_document()
+
+    def _create_document(self) -> None:
+        """Create the host-command document through the API, as an operator does."""
+        ssm = self.client("ssm")
+        with suppress(ssm.exceptions.InvalidDocument):
+            # moto's backends outlive a server: a document of an earlier cloud goes.
+            ssm.delete_document(Name=self.document_name)
+        ssm.create_document(
+            Content=self.document.content,
+            Name=self.document_name,
+            DocumentType="Command",
+            DocumentFormat="JSON",
+        )
 
     def stop(self) -> None:
         """Remove the adapter and stop the server."""
@@ -180,6 +211,17 @@ class MotoCloud:
                 self.throttle_send_command -= 1 if throttled else 0
             if throttled:
                 raise SSMException("ThrottlingException", "Rate exceeded")
+            document = kwargs.get("document_name")
+            if document != self.document_name:
+                # deploy/aws/iam-policy.json allows SendCommand with this document only.
+                raise SSMException(
+                    "AccessDeniedException",
+                    f"not authorized to perform ssm:SendCommand on document/{document}",
+                )
+            try:
+                values = self.document.resolve(kwargs.get("parameters"))
+            except InvalidParameters as err:
+                raise SSMException("InvalidParameters", str(err)) from err
             named = list(kwargs.get("instance_ids") or [])
             if named and not kwargs.get("targets"):
                 # Without Targets moto adds every instance of the account to the
@@ -192,8 +234,7 @@ class MotoCloud:
             command.target_count = command.completed_count = len(command.instance_ids)
             # moto may build a response more than once per request, so the host
             # runs the command on the first poll of the id the client got, once.
-            script = list((kwargs.get("parameters") or {}).get("commands", []))
-            state = _CommandState(named, parse_tag(script), script)
+            state = _CommandState(named, _command(values), self.document.render(values))
             with self._lock:
                 self._commands[command.command_id] = state
             return command
@@ -257,10 +298,23 @@ class MotoCloud:
         ]
 
 
+def _command(values: dict[str, str]) -> HostCommand | None:
+    """The command a document invocation runs; None when the values make none."""
+    try:
+        return HostCommand.from_ssm_parameters({k: [v] for k, v in values.items()})
+    except ValueError:
+        return None
+
+
 @contextmanager
-def moto_cloud(region: str = DEFAULT_REGION) -> Iterator[MotoCloud]:
-    """Run a ``MotoCloud`` for the duration of a ``with`` block."""
-    cloud = MotoCloud(region)
+def moto_cloud(
+    region: str = DEFAULT_REGION,
+    *,
+    document: CommandDocument | None = None,
+    document_name: str = HOST_COMMAND_DOCUMENT,
+) -> Iterator[MotoCloud]:
+    """Run a ``MotoCloud`` for the duration of a ``with`` block (arguments: ``MotoCloud``)."""
+    cloud = MotoCloud(region, document=document, document_name=document_name)
     cloud.start()
     try:
         yield cloud

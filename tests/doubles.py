@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from gpu_remediation import admission_models as a
 from gpu_remediation import contracts as c
 from gpu_remediation import job_contracts as j
 from gpu_remediation.ids import Activities
@@ -41,6 +43,11 @@ SIDE_EFFECTS = frozenset(
         Activities.WITHDRAW_CHECKPOINT,
     }
 )
+
+
+def fake_pod_uid(pod: str) -> str:
+    """The uid the fake fleet gives the pod ``namespace/name`` (pods of job J: J-0, J-1, ...)."""
+    return "uid-" + pod.replace("/", "-")
 
 
 def failing_diag(error_id: int = 85, gpu: int = 0) -> c.DiagnosticResult:
@@ -79,10 +86,20 @@ class FakeFleet:
     replace_seconds: float = 0.0
     replace_gate: asyncio.Event | None = None
     """When set, replacements wait for it (a test decides when they finish)."""
+    pod_uid: Callable[[str], str] = field(default_factory=lambda: fake_pod_uid)
+    """The uid of the pod ``namespace/name`` when a checkpoint request is written on it."""
+    request_gate: asyncio.Event | None = None
+    """When set, checkpoint requests wait for it (answers can come while they run)."""
     replacing: int = 0
     max_replacing: int = 0
     node_jobs: list[j.NodeJobs] = field(default_factory=lambda: [j.NodeJobs()])
     """Answers of successive job look-ups; the last one repeats."""
+    efa_checks: list[a.CheckEfaResult] = field(default_factory=list)
+    """Answers of successive EFA checks; when empty, EFA is healthy."""
+    efa_link_down_until_reboot: bool = False
+    """The EFA link is down until the host reboots (the agent reports it so)."""
+    host_dead_after_reboot: bool = False
+    """A delivered reboot never brings the host back (the window passes)."""
 
     def called(self, name: str) -> int:
         """How many times activity ``name`` ran."""
@@ -144,6 +161,12 @@ class FakeFleet:
                 return c.RebootResult(boot_id_after=self.boot_id, rebooted_by_this_call=False)
             self.reboots += 1
             self.boot_id = f"boot-{next(self.boot_counter)}"
+            self.efa_link_down_until_reboot = False
+            if self.host_dead_after_reboot:
+                raise ApplicationError(
+                    f"{input.node}: reboot not confirmed within {input.timeout_s:.0f}s (scripted)",
+                    type="RebootNotConfirmed",
+                )
             if self.crash_after_reboot:
                 self.crash_after_reboot = False
                 raise ApplicationError("worker lost after issuing the reboot (scripted)")
@@ -155,6 +178,17 @@ class FakeFleet:
             if self.diagnostics:
                 return self.diagnostics.pop(0)
             return c.DiagnosticResult(passed=True, summary="all tests passed")
+
+        @activity.defn(name=Activities.CHECK_EFA)
+        async def check_efa(input: a.CheckEfaInput) -> a.CheckEfaResult:
+            self._log(Activities.CHECK_EFA, input)
+            if self.efa_checks:
+                return self.efa_checks.pop(0)
+            if self.efa_link_down_until_reboot:
+                return a.CheckEfaResult(
+                    passed=False, reported=True, summary="EFA link (rdmap113s0): port 1 is DOWN"
+                )
+            return a.CheckEfaResult(passed=True, reported=True, summary="EFA healthy")
 
         @activity.defn(name=Activities.RECORD_STEP)
         async def record_step(input: c.RecordStepInput) -> None:
@@ -204,9 +238,18 @@ class FakeFleet:
         @activity.defn(name=Activities.REQUEST_CHECKPOINT)
         async def request_checkpoint(input: j.RequestCheckpointInput) -> j.CheckpointRequestResult:
             self._log(Activities.REQUEST_CHECKPOINT, input)
-            asked = sum(job.pods for job in input.jobs if job.checkpoint_supported)
+            if self.request_gate is not None:
+                await self.request_gate.wait()
+            pods = [
+                j.AskedPod(uid=self.pod_uid(pod), pod=pod, job=job.display)
+                for job in input.jobs
+                if job.checkpoint_supported
+                for pod in (f"{job.namespace}/{job.name}-{i}" for i in range(job.pods))
+            ]
             watched = sum(job.pods_on_node for job in input.jobs)
-            return j.CheckpointRequestResult(requested_pods=asked, watched_pods=watched)
+            return j.CheckpointRequestResult(
+                requested_pods=len(pods), watched_pods=watched, asked=pods
+            )
 
         @activity.defn(name=Activities.WITHDRAW_CHECKPOINT)
         async def withdraw_checkpoint(
@@ -226,6 +269,7 @@ class FakeFleet:
             reset_gpus,
             reboot_node,
             run_diagnostic,
+            check_efa,
             record_step,
             delete_node_claim,
             wait_for_replacement,

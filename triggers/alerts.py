@@ -5,8 +5,12 @@ The receiver (``triggers.receiver``) validates every request body against
 :func:`map_alerts`: the node comes from the first configured label the alert
 carries (``TriggerPolicy.alert_node_labels``), the evidence is an
 :class:`~gpu_remediation.models.AlertEvidence` whose labels the classifier reads
-(Xid value, DCGM metric, stated fault class). Everything here is pure, so it is
-tested without a server.
+(Xid value, DCGM metric, and a stated fault class only where the policy trusts
+one: ``TriggerPolicy.trust_alert_fault_class``). An alert's times are the
+sender's: the evidence is never observed later than the receiver's own clock
+(``received_at``), so an alert dated in the future cannot defer a repair.
+Everything here is pure (the clock is an argument), so it is tested without a
+server.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpu_remediation.catalog import ALERT_XID_LABELS
+from gpu_remediation.catalog import ALERT_FAULT_CLASS_LABEL, ALERT_XID_LABELS
 from gpu_remediation.ids import is_valid_node_name
 from gpu_remediation.models import AlertEvidence
 
@@ -193,8 +197,12 @@ def _message(alert: Alert, common: dict[str, str]) -> str:
     return text[:_MAX_MESSAGE]
 
 
-def _evidence_labels(alert: Alert) -> dict[str, str]:
+def _evidence_labels(alert: Alert, trust_fault_class: bool) -> dict[str, str]:
     labels = dict(alert.labels)
+    if not trust_fault_class:
+        # Unless the policy says every rule sets or clears it, the label may come
+        # from any scraped series: the class is then the Xid's or the metric's.
+        labels.pop(ALERT_FAULT_CLASS_LABEL, None)
     # Prometheus' advice is to keep the value ({{ $value }}, here the Xid code)
     # out of labels, so rules often carry it as an annotation: lift it where the
     # classifier looks for it.
@@ -206,22 +214,53 @@ def _evidence_labels(alert: Alert) -> dict[str, str]:
     return labels
 
 
+def alert_time(alert: Alert) -> datetime:
+    """When the alert says its news happened: ``endsAt`` if resolved, else ``startsAt``."""
+    return alert.ends_at if alert.status == "resolved" else alert.starts_at
+
+
+def future_skew(alert: Alert, received_at: datetime) -> timedelta | None:
+    """How far :func:`alert_time` lies after ``received_at``, or None when it does not."""
+    moment = alert_time(alert)
+    return moment - received_at if moment > received_at else None
+
+
+def ignores_fault_class(alert: Alert, trust_fault_class: bool) -> bool:
+    """Whether the alert carries a ``fault_class`` label that its evidence drops."""
+    return not trust_fault_class and bool(alert.labels.get(ALERT_FAULT_CLASS_LABEL))
+
+
 def alert_evidence(
-    alert: Alert, receiver: str, common_annotations: dict[str, str]
+    alert: Alert,
+    receiver: str,
+    common_annotations: dict[str, str],
+    *,
+    received_at: datetime,
+    trust_fault_class: bool = False,
 ) -> AlertEvidence:
     """The evidence an alert stands for.
 
     A firing alert is observed at ``startsAt`` (the node workflow measures grace
     from there); a resolved one clears it (same key: the fingerprint) at
-    ``endsAt``.
+    ``endsAt``. Either time is clamped to ``received_at``: the sender's clock
+    (or a forged payload) cannot date evidence in the future, where it would
+    defer the repair by the difference (the condition watcher does the same
+    with ``lastTransitionTime``). Earlier times are kept.
+
+    Args:
+        alert: The alert.
+        receiver: The payload's receiver name (part of the evidence's source).
+        common_annotations: The payload's common annotations (message fallback).
+        received_at: The receiver's clock when the payload arrived (aware).
+        trust_fault_class: Keep a ``fault_class`` label (the policy's
+            ``triggers.trust_alert_fault_class``); otherwise it is dropped.
     """
-    resolved = alert.status == "resolved"
     return AlertEvidence(
-        observed_at=alert.ends_at if resolved else alert.starts_at,
+        observed_at=min(alert_time(alert), received_at),
         source=f"{SOURCE}/{receiver}"[:_MAX_SOURCE] if receiver else SOURCE,
-        cleared=resolved,
+        cleared=alert.status == "resolved",
         message=_message(alert, common_annotations),
-        labels=_evidence_labels(alert),
+        labels=_evidence_labels(alert, trust_fault_class),
         fingerprint=alert.fingerprint,
     )
 
@@ -235,17 +274,63 @@ class MappedAlert:
     lookup: NodeLookup
     report_id: str
     payload: WebhookPayload
+    received_at: datetime
+    trust_fault_class: bool = False
 
     def evidence(self) -> AlertEvidence:
         """The evidence to deliver (built on demand: duplicates never need it)."""
-        return alert_evidence(self.alert, self.payload.receiver, self.payload.common_annotations)
+        return alert_evidence(
+            self.alert,
+            self.payload.receiver,
+            self.payload.common_annotations,
+            received_at=self.received_at,
+            trust_fault_class=self.trust_fault_class,
+        )
+
+    @property
+    def skew(self) -> timedelta | None:
+        """How far the alert's time lies in the receiver's future (clamped), if it does."""
+        return future_skew(self.alert, self.received_at)
+
+    @property
+    def ignored_fault_class(self) -> bool:
+        """Whether the alert's ``fault_class`` label is dropped (not trusted)."""
+        return ignores_fault_class(self.alert, self.trust_fault_class)
 
 
-def map_alerts(payload: WebhookPayload, node_labels: Sequence[str]) -> list[MappedAlert]:
-    """Map every alert of a payload to its node and report id, in payload order."""
+def map_alerts(
+    payload: WebhookPayload,
+    node_labels: Sequence[str],
+    *,
+    received_at: datetime | None = None,
+    trust_fault_class: bool = False,
+) -> list[MappedAlert]:
+    """Map every alert of a payload to its node and report id, in payload order.
+
+    Args:
+        payload: The validated notification.
+        node_labels: Labels that may name the node, in order.
+        received_at: The receiver's clock when the payload arrived (aware; now
+            when omitted): no evidence is observed later than this.
+        trust_fault_class: Keep the alerts' ``fault_class`` labels.
+
+    Raises:
+        ValueError: If ``received_at`` is naive.
+    """
     labels = tuple(node_labels)
+    now = received_at or datetime.now(UTC)
+    if now.utcoffset() is None:
+        raise ValueError("received_at must be timezone-aware")
     return [
-        MappedAlert(index, alert, find_node(alert.labels, labels), report_id(alert), payload)
+        MappedAlert(
+            index,
+            alert,
+            find_node(alert.labels, labels),
+            report_id(alert),
+            payload,
+            now,
+            trust_fault_class,
+        )
         for index, alert in enumerate(payload.alerts)
     ]
 

@@ -13,9 +13,15 @@ and sends those signals:
   the incident is told, so it can look whether any GPU work is left.
 
 Only incidents of this cluster are signalled, pinned to their run id, so an
-answer cannot reach another incident or a later run of the same node. A signal
-to an incident that has closed is dropped; while Temporal is unreachable the
-signals wait in a bounded outbox and are retried.
+answer cannot reach another incident or a later run of the same node. Each
+answer carries the pod's uid (set by the API server): the incident counts it
+only from a pod it wrote its request on, and for that pod's job, whatever the
+pod's annotations claim. A signal to an incident that has closed is dropped;
+while Temporal is unreachable the signals wait in a bounded outbox and are
+retried. Nothing is dropped silently: an incident that has had
+``MAX_ANSWERS_PER_INCIDENT`` answers (a pod rewriting its answer in a loop
+cannot grow the incident's history without end) and a signal that finds the
+outbox full are refused, counted (``refused``) and logged.
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ from triggers.list_watch import ListWatch
 log = logging.getLogger("gpu_remediation.checkpoint_relay")
 
 MAX_OUTBOX = 10_000
+MAX_ANSWERS_PER_INCIDENT = 200
+"""Answers relayed to one incident run at most; later ones are refused and counted."""
+MAX_TRACKED_INCIDENTS = 10_000
 _ENDED_PHASES = ("Succeeded", "Failed")
 _FINAL = (
     RPCStatusCode.NOT_FOUND,
@@ -108,9 +117,12 @@ class CheckpointRelay:
         self._answers: dict[str, str] = {}
         """Pod uid to the last answer relayed for it (an unchanged answer is not resent)."""
         self._ended: set[str] = set()
-        self._outbox: deque[Outgoing] = deque(maxlen=MAX_OUTBOX)
+        self._outbox: deque[Outgoing] = deque()
+        self._answers_per_incident: dict[str, int] = {}
         self.sent: list[Outgoing] = []
         """Signals delivered so far, most recent last (bounded; for tests and status)."""
+        self.refused: dict[str, int] = {"answers_over_cap": 0, "outbox_full": 0}
+        """Signals refused, by reason (each also logged)."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Relay until ``stop`` is set, then stop the watch thread."""
@@ -181,7 +193,7 @@ class CheckpointRelay:
             if target is not None:
                 phase = "Deleted" if kind == "DELETED" else str(pod["status"]["phase"])
                 report = WatchedPodEnded(pod=name[:317], request_incident=marker, phase=phase)
-                self._outbox.append(Outgoing(*target, Signals.WATCHED_POD_ENDED, report))
+                self._enqueue(Outgoing(*target, Signals.WATCHED_POD_ENDED, report))
         answer = annotations.get(ANSWER_ANNOTATION)
         request = annotations.get(REQUEST_ANNOTATION)
         if kind == "DELETED":
@@ -204,15 +216,41 @@ class CheckpointRelay:
         if target is None:
             log.warning("%s: request names no incident of cluster %s", pod, self._cluster)
             return
+        count = self._answers_per_incident.get(incident, 0)
+        if count >= MAX_ANSWERS_PER_INCIDENT:
+            self._refuse("answers_over_cap", f"{pod}: answer to {incident}")
+            return
+        if len(self._answers_per_incident) >= MAX_TRACKED_INCIDENTS:
+            # Oldest first (insertion order): an incident that long ago is closed.
+            del self._answers_per_incident[next(iter(self._answers_per_incident))]
+        self._answers_per_incident[incident] = count + 1
         report = CheckpointAnswerReport(
             pod=pod[:317],
             request_incident=incident,
             raw=answer[:RELAYED_MAX_CHARS],
             truncated=len(answer) > RELAYED_MAX_CHARS,
             job=asked.job,
+            pod_uid=uid[:64],
         )
         log.info("%s answered %s", pod, incident)
-        self._outbox.append(Outgoing(*target, Signals.CHECKPOINT_ANSWER, report))
+        self._enqueue(Outgoing(*target, Signals.CHECKPOINT_ANSWER, report))
+
+    def _enqueue(self, out: Outgoing) -> None:
+        """Queue a signal, or refuse it (counted, logged) when the outbox is full.
+
+        Refusing the newest keeps the signals already waiting, the real answer
+        among them, instead of silently pushing out the oldest.
+        """
+        if len(self._outbox) >= MAX_OUTBOX:
+            self._refuse("outbox_full", f"{out.signal} to {out.workflow_id}")
+            return
+        self._outbox.append(out)
+
+    def _refuse(self, reason: str, what: str) -> None:
+        self.refused[reason] += 1
+        count = self.refused[reason]
+        if count == 1 or count % 100 == 0:
+            log.warning("refused %s (%s; %d so far)", what, reason, count)
 
     async def _flush(self) -> bool:
         """Send the outbox in order; False when Temporal is unreachable (retry later)."""

@@ -15,6 +15,12 @@ starts nothing when no incident is open. Answers:
   report is idempotent, so a retry delivers nothing twice); 502 when Temporal
   refuses for another reason.
 
+What an alert says is not all taken at its word (docs/security.md, "Alerts"):
+a ``fault_class`` label is dropped unless the policy trusts it
+(``triggers.trust_alert_fault_class``), and evidence is never observed later
+than the receiver's clock (an alert dated in the future is observed now); both
+are logged once per payload.
+
 ``GET /healthz`` (liveness), ``GET /readyz`` (Temporal reachable),
 ``GET /metrics`` (Prometheus: requests by route and status, latencies, alerts
 by outcome), ``/openapi.json`` and ``/docs`` need no token.
@@ -30,7 +36,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, get_args
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -44,6 +50,7 @@ from temporalio.service import RPCError
 # pydantic needs typing_extensions' TypedDict before Python 3.12 (it reads its schema).
 from typing_extensions import TypedDict
 
+from gpu_remediation.catalog import ALERT_FAULT_CLASS_LABEL
 from triggers.alerts import MappedAlert, WebhookPayload, map_alerts, payload_problems
 from triggers.metrics import ReceiverMetrics, RequestMetricsMiddleware
 from triggers.starter import IncidentStarter, TemporalUnavailableError
@@ -338,6 +345,33 @@ def _token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
+def _log_distrust(mapped: Sequence[MappedAlert]) -> None:
+    """Log, once per payload, the alert fields the receiver did not take at their word."""
+    skewed = [m for m in mapped if m.skew is not None]
+    if skewed:
+        worst = max(skewed, key=lambda m: m.skew or timedelta(0))
+        log.warning(
+            "%d alert(s) dated after the receiver's clock, observed now instead "
+            "(largest skew %s, alert %s, node %s)",
+            len(skewed),
+            worst.skew,
+            worst.alert.fingerprint,
+            worst.lookup.node,
+        )
+    ignored = [m for m in mapped if m.ignored_fault_class]
+    if ignored:
+        first = ignored[0]
+        log.warning(
+            "%d alert(s) carried a fault_class label the policy does not trust "
+            "(triggers.trust_alert_fault_class), classified without it "
+            "(e.g. alert %s, node %s, fault_class=%.64r)",
+            len(ignored),
+            first.alert.fingerprint,
+            first.lookup.node,
+            first.alert.labels.get(ALERT_FAULT_CLASS_LABEL, ""),
+        )
+
+
 def _summary(payload: WebhookPayload, results: Sequence[AlertResult]) -> ReceiveResult:
     counts = dict.fromkeys(get_args(AlertOutcome), 0)
     for r in results:
@@ -396,6 +430,7 @@ def create_app(
             "dedup_size at least 0"
         )
     labels = list(node_labels or starter.policy.triggers.alert_node_labels)
+    trust_fault_class = starter.policy.triggers.trust_alert_fault_class
     expected = _token_digest(token)
     dedup = RecentDeliveries(dedup_size, dedup_ttl, time.monotonic)
     delivery = AlertDelivery(starter, client, max_in_flight, dedup)
@@ -459,7 +494,10 @@ def create_app(
                 payload.truncated_alerts,
                 payload.group_key,
             )
-        mapped = map_alerts(payload, labels)
+        mapped = map_alerts(
+            payload, labels, received_at=datetime.now(UTC), trust_fault_class=trust_fault_class
+        )
+        _log_distrust(mapped)
         try:
             async with asyncio.timeout(delivery_timeout):
                 results = await delivery.deliver_all(mapped)

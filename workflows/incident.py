@@ -1,39 +1,54 @@
-"""An incident's record: evidence, decisions and attempts.
+"""A node incident's state: one pydantic model, and its record of evidence and decisions.
 
-Kept apart from the workflow's control flow so that the workflow file reads as
-the ladder, and so the bookkeeping rules (evidence dedup, what counts as
-cleared, bounded logs) live in one place. Runs inside the workflow: the clock
-is ``workflow.now()``.
+``NodeRemediationWorkflow`` keeps everything it knows and has done in one
+``IncidentState``: the ``state`` query reads it, and a continue-as-new would
+carry it whole. The record's bookkeeping rules (evidence dedup, what counts as
+cleared, bounded logs) live on ``IncidentRecord``. Runs inside the workflow:
+the clock is ``workflow.now()``.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from gpu_remediation.models import Evidence, EvidenceReport, ManualEvidence, Rung
-    from gpu_remediation.workflow_models import Decision, RungAttempt
+    from gpu_remediation.contracts import NodeHealth, QuarantineResult
+    from gpu_remediation.job_contracts import CheckpointAnswerReport
+    from gpu_remediation.jobs import CheckpointAnswer, JobRef
+    from gpu_remediation.models import (
+        Classification,
+        Evidence,
+        EvidenceReport,
+        ManualEvidence,
+        Outcome,
+        Rung,
+    )
+    from gpu_remediation.workflow_models import AbortInput, Decision, RungAttempt
 
 # Bounded so a flood of evidence or a long incident cannot outgrow the
 # workflow's payload limits.
 MAX_EVIDENCE = 200
 MAX_DECISIONS = 500
 MAX_REPORT_IDS = 1000
+MAX_EARLY_ANSWERS = 64
 
 
-class IncidentRecord:
+class IncidentRecord(BaseModel):
     """What the incident knows and what it has done."""
 
-    def __init__(self, node: str) -> None:
-        """Start an empty record for ``node``."""
-        self.node = node
-        self.evidence: list[Evidence] = []
-        self.active: dict[str, Evidence] = {}
-        self.decisions: list[Decision] = []
-        self.attempts: list[RungAttempt] = []
-        self.version = 0
-        self._seen: set[tuple[str, str, bool]] = set()
-        self._report_ids: list[str] = []
+    model_config = ConfigDict(arbitrary_types_allowed=False)
+
+    node: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    active: dict[str, Evidence] = Field(default_factory=dict)
+    decisions: list[Decision] = Field(default_factory=list)
+    attempts: list[RungAttempt] = Field(default_factory=list)
+    version: int = 0
+    seen: set[tuple[str, str, bool]] = Field(default_factory=set)
+    report_ids: list[str] = Field(default_factory=list)
 
     def add(self, report: EvidenceReport) -> bool:
         """Add a report's new evidence; return whether anything was new.
@@ -42,16 +57,16 @@ class IncidentRecord:
         polarity), is ignored: triggers may send the same thing many times.
         """
         if report.report_id:
-            if report.report_id in self._report_ids:
+            if report.report_id in self.report_ids:
                 return False
-            self._report_ids.append(report.report_id)
-            del self._report_ids[:-MAX_REPORT_IDS]
+            self.report_ids.append(report.report_id)
+            del self.report_ids[:-MAX_REPORT_IDS]
         new = False
         for item in report.evidence:
             identity = (item.key, item.observed_at.isoformat(), item.cleared)
-            if identity in self._seen:
+            if identity in self.seen:
                 continue
-            self._seen.add(identity)
+            self.seen.add(identity)
             self.evidence.append(item)
             if item.cleared:
                 self.active.pop(item.key, None)
@@ -117,3 +132,60 @@ class IncidentRecord:
             f"- {d.at:%H:%M:%S} **{d.stage}** {d.action}" + (f": {d.reason}" if d.reason else "")
             for d in self.decisions[-last:]
         )
+
+
+class IncidentState(BaseModel):
+    """Everything one node incident knows and has done (the workflow's only state)."""
+
+    started_at: datetime
+    record: IncidentRecord
+    # Triage: what the fault is and the node's past.
+    classification: Classification | None = None
+    health: NodeHealth | None = None
+    prior_incidents: int = 0
+    prior_attempts: list[RungAttempt] = Field(default_factory=list)
+    ceiling: Rung = Rung.ESCALATE
+    # Where the ladder stands.
+    stage: str = "triage"
+    rung: Rung | None = None
+    last_rung: Rung | None = None
+    version_at_step: int = 0
+    """The record's version when the latest rung began."""
+    waiting_for: str | None = None
+    quarantine: QuarantineResult | None = None
+    drained: bool = False
+    outcome: Outcome | None = None
+    replaced_by: str | None = None
+    escalation_reference: str | None = None
+    recovery_close_tried: bool = False
+    # What operators asked for.
+    paused: bool = False
+    awaiting_approval: Rung | None = None
+    approved: bool = False
+    skip_to: Rung | None = None
+    retry: bool = False
+    abort: AbortInput | None = None
+    force_refused: bool = False
+    """A forced request was not honoured (unauthenticated): logged once."""
+    # The job handshake before the first disruption.
+    jobs: list[JobRef] = Field(default_factory=list)
+    jobs_coordinated: bool = False
+    request_incident: str | None = None
+    """The incident id the current checkpoint request carries (None: no request)."""
+    asked_jobs: list[str] = Field(default_factory=list)
+    """``namespace/name`` of each job asked to checkpoint."""
+    asked_pods: dict[str, str] = Field(default_factory=dict)
+    """Pod uid to its job, for each pod the request was written on: answers count
+    only from these, and the job is the one recorded here."""
+    job_answers: list[tuple[str, str]] = Field(default_factory=list)
+    """(job, what it answered), in the order the answers came."""
+    asking: bool = False
+    """The request is being written: which pods were asked is not known yet."""
+    early_answers: list[CheckpointAnswerReport] = Field(default_factory=list)
+    """Answers that came while the request was being written, judged once it is."""
+    answer: CheckpointAnswer | None = None
+    checkpoint: str | None = None
+    """Where the handshake stands, for the operator."""
+    pods_ended: int = 0
+    ignored_answers: int = 0
+    deferred: bool = False

@@ -18,6 +18,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
+    from gpu_remediation import admission_models as a
     from gpu_remediation import contracts as c
     from gpu_remediation import job_contracts as j
     from gpu_remediation.ids import Activities
@@ -38,6 +39,16 @@ BOOKKEEPING_RETRY = RetryPolicy(
 # Failures that retrying cannot fix; implementations raise
 # ApplicationError(type=...) with these names.
 NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupported"]
+# A host not back within the reboot window after a delivered reboot will not be
+# back after another: the ladder climbs at once instead of rebooting again.
+REBOOT_NON_RETRYABLE = [*NON_RETRYABLE, "RebootNotConfirmed"]
+
+
+def failure_cause(err: BaseException) -> str:
+    """The innermost message of an activity failure, for the decision log."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err) or type(err).__name__
 
 
 class NodeActions:
@@ -144,6 +155,25 @@ class NodeActions:
             ),
             c.RebootResult,
             "reboot via EC2 and wait for Ready",
+            non_retryable=REBOOT_NON_RETRYABLE,
+        )
+
+    async def run_step(self, rung: Rung, provider_id: str, gpus: list[int]) -> c.RungStepResult:
+        """Run a rung's own activity (``Activities.rung_step``) with its timeout and retries."""
+        timeout = self._policy.rung(rung).timeout
+        activity = Activities.rung_step(rung)
+        return await self._rung_call(
+            rung,
+            activity,
+            c.RunRungStepInput(
+                **self._ids(),
+                provider_id=provider_id,
+                rung=rung.value,
+                gpu_indices=gpus,
+                timeout_s=timeout.total_seconds(),
+            ),
+            c.RungStepResult,
+            f"{rung}: {activity}",
         )
 
     async def diagnose(self, provider_id: str, label: str) -> c.DiagnosticResult:
@@ -157,6 +187,18 @@ class NodeActions:
             ),
             c.DiagnosticResult,
             f"DCGM diag level {verification.diag_level} ({label})",
+            limit=verification.timeout,
+        )
+
+    async def check_efa(self) -> a.CheckEfaResult:
+        """Read the node agent's EFA verdict (its EfaHealthProblem condition)."""
+        verification = self._policy.verification
+        return await self._rung_call(
+            Rung.DIAGNOSE,
+            Activities.CHECK_EFA,
+            a.CheckEfaInput(node=self._node, admission_id=workflow.info().workflow_id),
+            a.CheckEfaResult,
+            "the node agent's EFA checks",
             limit=verification.timeout,
         )
 
@@ -288,6 +330,7 @@ class NodeActions:
         summary: str,
         *,
         limit: timedelta | None = None,
+        non_retryable: list[str] = NON_RETRYABLE,
     ) -> R:
         retry = self._policy.rung(rung).retry
         handle = workflow.start_activity(
@@ -302,7 +345,7 @@ class NodeActions:
                 backoff_coefficient=retry.backoff,
                 maximum_interval=retry.max_interval,
                 maximum_attempts=retry.max_attempts,
-                non_retryable_error_types=NON_RETRYABLE,
+                non_retryable_error_types=non_retryable,
             ),
             summary=summary,
         )

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.workflow_models import Decision
     from workflows import admission_metrics as metrics
 
-from workflows.node_incident import failure_cause
+from workflows.node_actions import failure_cause
 
 # The bookkeeping start-to-close and the checks' heartbeat timeout are the
 # policy's ``timeouts`` (they bound how soon a dead worker's activity is retried).

@@ -41,7 +41,7 @@ from triggers.alerts import Alert, report_id
 
 HISTORY_CONCURRENCY = 8
 RESET_COMMENT = "gpu-remediation gpu_reset on "
-"""How the SSM executor names a GPU reset command (``activities/aws.py``)."""
+"""How the SSM executor names a GPU reset command (``activities/host_ssm.py``)."""
 
 BENIGN_TASK_FAILURES = frozenset(
     {
@@ -289,7 +289,7 @@ def gpu_resets_sent(ssm: Any) -> dict[str, int]:
         for command in page.get("Commands", []):
             comment = str(command.get("Comment") or "")
             if comment.startswith(RESET_COMMENT):
-                # ``<node> [<tag of the activity>]`` (activities/aws.py, _comment).
+                # ``<node> [<tag of the activity>]`` (activities/host_ssm.py, _comment).
                 counts[comment.removeprefix(RESET_COMMENT).split(" [", 1)[0]] += 1
         token = page.get("NextToken")
         if not token:

@@ -2,8 +2,9 @@
 
 Both executors reach this: SSM Run Command through the moto adapter
 (``MotoCloud.host_simulator``) and the Job executor through the simulated
-kubelet (``JobKubelet``'s runner). The command is recognised from the
-script's tag line (``gpu_remediation.host_command``), never guessed.
+kubelet (``JobKubelet``'s runner). The command is recognised from the SSM
+document's typed parameters or a Job script's tag line
+(``gpu_remediation.host_command``), never guessed.
 
 - ``nvidia-smi -r``: clears what a reset clears on each GPU it resets; exits 3
   ("not supported") on a pool whose profile blocks the reset, 15 for a GPU that

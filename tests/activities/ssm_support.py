@@ -7,8 +7,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from activities.aws import SsmExecutor
 from activities.host_commands import HostCommand, encode_output
+from activities.host_ssm import SsmExecutor
 from simulator.aws import MotoCloud, SimulatedInvocation, moto_cloud
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -26,7 +26,7 @@ from simulator.kube_api import JOBS, HostResult, JobKubelet, KubeApiServer, Kube
 from tests.conftest import assert_eventually
 from tests.gpu_remediation.nccl_outputs import all_reduce_output
 
-NS = "gpu-remediation"
+NS = Settings().job_namespace
 CHECK = RunNcclCheckInput(
     node="gpu-1",
     boot_id="boot-a",

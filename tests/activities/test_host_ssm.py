@@ -9,6 +9,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.host import HostActivities
 from activities.host_commands import HostCommand, encode_output
 from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput
+from gpu_remediation.host_command import HOST_COMMAND_DOCUMENT
 from simulator.aws import SimulatedInvocation
 from tests.activities.ssm_support import fixture, provider_id, ssm_cloud
 
@@ -168,8 +169,8 @@ async def test_a_retried_reset_resumes_the_command_it_already_sent() -> None:
         command = HostCommand(kind="gpu_reset", gpu_indices=[2])
         sent = cloud.client("ssm").send_command(
             InstanceIds=[instance],
-            DocumentName="AWS-RunShellScript",
-            Parameters={"commands": command.script()},
+            DocumentName=HOST_COMMAND_DOCUMENT,
+            Parameters=command.ssm_parameters(),
         )
         command_id = sent["Command"]["CommandId"]
         env = ActivityEnvironment()

@@ -100,9 +100,11 @@ def test_daemonset_mounts_host_paths_read_only_except_the_state() -> None:
     assert any(arg.startswith(config_flag) for arg in container["command"])
 
 
-def test_daemonset_gives_npd_only_the_node_problem_detector_role() -> None:
+def test_daemonset_gives_npd_only_its_own_role() -> None:
+    # What the role grants, and the admission policy keeping it to its own node:
+    # tests/deploy/test_agent_admission.py.
     binding = DOCS["ClusterRoleBinding"]
-    assert binding["roleRef"]["name"] == "system:node-problem-detector"
+    assert binding["roleRef"]["name"] == DOCS["ClusterRole"]["metadata"]["name"]
     [subject] = binding["subjects"]
     pod = DOCS["DaemonSet"]["spec"]["template"]["spec"]
     assert subject["name"] == pod["serviceAccountName"]

@@ -91,3 +91,66 @@ def test_installed_entry_point_checks_the_packaged_defaults(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ladders"]["unknown"]["max_rung"] == "reboot"
+
+
+POOLS = """\
+pools:
+  p5:
+    rungs: {gpu_reset: {enabled: false}}
+  p4d:
+    verification: {diag_level: 3}
+"""
+
+
+def ladder_row(stdout: str, fault_class: str) -> str:
+    return next(line for line in stdout.splitlines() if f" {fault_class} " in line)
+
+
+def test_pool_prints_that_pools_effective_ladder(policy_file: Path) -> None:
+    policy_file.write_text(POOLS)
+    result = runner.invoke(app, ["policy", "check", str(policy_file), "--pool", "p5"])
+    assert result.exit_code == 0, result.stderr
+    assert "pool p5: its override merged in (rungs.gpu_reset.enabled)" in result.stdout
+    assert "gpu_reset (skipped)" in ladder_row(result.stdout, "gpu_reset_required")
+    rung_row = next(line for line in result.stdout.splitlines() if line.startswith("│ gpu_reset "))
+    assert "│ no " in rung_row
+
+
+def test_without_pool_the_base_ladder_is_printed_and_the_pools_named(policy_file: Path) -> None:
+    policy_file.write_text(POOLS)
+    result = runner.invoke(app, ["policy", "check", str(policy_file)])
+    assert result.exit_code == 0, result.stderr
+    assert "per-pool overrides: p4d, p5 (see --pool NAME)" in result.stdout
+    assert "gpu_reset (skipped)" not in result.stdout
+    assert "verification=level 2" in result.stdout
+
+
+def test_a_pool_without_an_override_is_said_to_get_the_base_policy(policy_file: Path) -> None:
+    policy_file.write_text(POOLS)
+    base = runner.invoke(app, ["policy", "check", str(policy_file)])
+    result = runner.invoke(app, ["policy", "check", str(policy_file), "--pool", "h100"])
+    assert result.exit_code == 0, result.stderr
+    assert "pool h100 has no override: the base policy applies (pools with one: p4d, p5)" in (
+        result.stdout
+    )
+    # Everything below that line is the base policy's.
+    assert result.stdout.splitlines()[2:] == base.stdout.splitlines()[2:]
+
+
+def test_pool_with_json_reports_the_pool_and_its_effective_policy(policy_file: Path) -> None:
+    policy_file.write_text(POOLS)
+    result = runner.invoke(app, ["policy", "check", "--json", str(policy_file), "--pool", "p4d"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["pool"] == {"name": "p4d", "has_override": True}
+    assert data["policy"]["verification"]["diag_level"] == 3
+    steps = data["ladders"]["gpu_reset_required"]["steps"]
+    reset = next(s for s in steps if s["rung"] == "gpu_reset")
+    assert "DCGM diag level 3" in reset["note"]
+
+
+def test_an_invalid_pool_override_exits_1_naming_its_path(policy_file: Path) -> None:
+    policy_file.write_text("pools: {p5: {rungs: {gpu_reset: {enabled: maybe}}}}\n")
+    result = runner.invoke(app, ["policy", "check", str(policy_file), "--pool", "p5"])
+    assert result.exit_code == 1
+    assert "pools.p5.rungs.gpu_reset.enabled: Input should be a valid boolean" in result.stderr

@@ -82,8 +82,9 @@ async def test_a_forced_replace_records_who_and_why_and_bypasses_the_breaker(cli
     assert state["evidence"][0]["force"] is True
     assert state["evidence"][0]["message"] == "RMA confirmed"
     actions = {(d["stage"], d["action"], d["reason"]) for d in state["decisions"]}
-    assert ("breaker", "bypassed", "forced by bob") in actions
-    assert ("replace", "permit bypassed", "forced by bob") in actions
+    forced = "forced by bob (name given by the requester, not authenticated)"
+    assert ("breaker", "bypassed", forced) in actions
+    assert ("replace", "permit bypassed", forced) in actions
 
 
 async def test_dry_run_opens_an_incident_that_changes_nothing(cli: Cli) -> None:

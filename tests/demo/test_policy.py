@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from demo.policy import MIN_RETRY_INITIAL, MIN_TIMEOUT, scale_policy
+from demo.policy import MIN_ACTIVITY_TIMEOUT, MIN_RETRY_INITIAL, MIN_TIMEOUT, scale_policy
+from demo.run import demo_policy, options_from
 from gpu_remediation.models import FaultClass, Rung
 from gpu_remediation.policy_loader import load_policy, parse_policy
 
@@ -48,3 +50,44 @@ def test_what_is_not_a_duration_is_unchanged() -> None:
 def test_a_time_factor_that_is_not_positive_is_refused() -> None:
     with pytest.raises(ValueError, match="positive"):
         scale_policy(load_policy(), 0)
+
+
+def test_the_demo_skips_the_gpu_reset_on_p5_only() -> None:
+    policy = demo_policy(options_from())  # the default fleet: h100 and p5:no-reset
+    assert not policy.for_pool("p5").rung(Rung.GPU_RESET).enabled
+    assert policy.for_pool("h100").rung(Rung.GPU_RESET).enabled
+    assert policy.rung(Rung.GPU_RESET).enabled
+    assert policy.admission.enabled  # the demo still shows the gate
+    # Everything else is the shipped default, scaled.
+    shipped = scale_policy(load_policy(), options_from().time_factor)
+    assert policy.model_copy(update={"pools": {}, "admission": shipped.admission}) == shipped
+
+
+def test_a_policy_file_given_to_the_demo_decides_its_pools_itself(tmp_path: Path) -> None:
+    file = tmp_path / "policy.yaml"
+    file.write_text("dry_run: true\n")
+    assert demo_policy(options_from(policy=file)).pools == {}
+
+
+def test_a_pools_durations_are_scaled_with_the_floors_of_the_settings_they_override() -> None:
+    policy = scale_policy(
+        parse_policy(
+            "pools: {p5: {cooldown: 10m, rungs: {reboot: {timeout: 1h, window: 24h}}, "
+            "timeouts: {heartbeat: 5m}, fault_classes: {unknown: {grace: 1m}}}}"
+        ),
+        600,
+    )
+    p5 = policy.for_pool("p5")
+    assert p5.cooldown == timedelta(seconds=1)  # 10m, exactly
+    assert p5.rung(Rung.REBOOT).window == timedelta(minutes=2.4)  # 24h, exactly
+    assert p5.fault_class(FaultClass.UNKNOWN).grace == timedelta(seconds=0.1)
+    assert p5.rung(Rung.REBOOT).timeout == MIN_TIMEOUT  # 1h / 600 = 6 s
+    assert p5.timeouts.heartbeat == MIN_ACTIVITY_TIMEOUT  # 5m / 600 = 0.5 s
+
+
+def test_a_pools_lease_outlives_its_own_replace_rung() -> None:
+    policy = scale_policy(parse_policy("pools: {p5: {rungs: {replace: {timeout: 10h}}}}"), 600)
+    p5 = policy.for_pool("p5")
+    assert p5.rung(Rung.REPLACE).timeout == timedelta(minutes=1)
+    assert p5.replacement.lease >= 2 * p5.rung(Rung.REPLACE).timeout
+    assert policy.replacement.lease < p5.replacement.lease  # the base keeps its own

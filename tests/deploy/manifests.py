@@ -50,14 +50,29 @@ def built() -> list[dict[str, Any]]:
 
 
 def optional() -> list[dict[str, Any]]:
-    """The pieces applied separately (Job executor RBAC)."""
-    return yaml_documents(DEPLOY / "job-executor" / "rbac.yaml")
+    """The pieces applied separately: the Job executor's namespace and RBAC, and the
+    NetworkPolicy that goes into Temporal's namespace."""
+    return job_executor() + yaml_documents(DEPLOY / "temporal" / "network-policy.yaml")
+
+
+def job_executor() -> list[dict[str, Any]]:
+    """``kubectl apply -f deploy/job-executor/``: its namespace, then its RBAC."""
+    return [
+        d
+        for name in ("namespace.yaml", "rbac.yaml")
+        for d in yaml_documents(DEPLOY / "job-executor" / name)
+    ]
 
 
 def monitoring() -> list[dict[str, Any]]:
-    return [
-        d for path in sorted((DEPLOY / "monitoring").glob("*.yaml")) for d in yaml_documents(path)
-    ]
+    """The objects ``kubectl apply -k deploy/monitoring/`` creates, as written in the files.
+
+    The kustomization's replacements write exporter.env's values over the same
+    values in the files (tests/deploy/test_alert_rule_trust.py holds them equal).
+    """
+    folder = DEPLOY / "monitoring"
+    (kustomization,) = yaml_documents(folder / "kustomization.yaml")
+    return [d for name in kustomization["resources"] for d in yaml_documents(folder / name)]
 
 
 def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from tests.deploy.manifests import KUSTOMIZATION, built, deployments, find, optional
-from tests.deploy.support import DEPLOY, yaml_documents
+from tests.deploy.support import DEPLOY
 from worker import GRACEFUL_SHUTDOWN
 
 # The oldest Kubernetes release still supported on EKS when written, and the newest schemas.
@@ -137,10 +137,10 @@ def test_the_settings_the_pods_read_name_only_known_variables() -> None:
     assert settings["GPU_REMEDIATION_LOG_FORMAT"] == "json"
 
 
-def test_the_agent_daemonset_shares_the_namespace() -> None:
-    namespaces = {
-        d["metadata"]["namespace"]
-        for d in yaml_documents(DEPLOY / "agent-daemonset.yaml") + built()
-        if "namespace" in d["metadata"]
-    }
-    assert namespaces == {"gpu-remediation"}
+def test_every_object_lives_in_a_namespace_deploy_declares() -> None:
+    docs = built() + optional()
+    declared = {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
+    used = {d["metadata"]["namespace"] for d in docs if "namespace" in d["metadata"]}
+    # Temporal's namespace is the operator's (deploy/temporal/ only adds a policy to it).
+    assert used - declared == {"temporal"}
+    assert declared == {"gpu-remediation", "gpu-remediation-agent", "gpu-remediation-jobs"}

@@ -43,7 +43,10 @@ from triggers.watcher import NodeSource
 
 ENV = ActivityEnvironment()
 PROVIDER = "aws:///us-west-2a/i-0123456789abcdef0"
-JOB_NAMESPACE = "gpu-remediation"
+JOB_NAMESPACE = Settings().job_namespace
+# GPU nodes (and their NodeClaims) carry this label: the worker's admission
+# policies (deploy/worker-admission.yaml) let it change no other node.
+GPU = {"nvidia.com/gpu.present": "true"}
 
 WORKER = role("rbac.yaml", "ClusterRole", "gpu-remediation-worker")
 WATCHER = role("rbac.yaml", "ClusterRole", "gpu-remediation-watcher")
@@ -85,8 +88,8 @@ def settings(**changes: Any) -> Settings:
 async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
     """Each Kubernetes activity once, on a small cluster where it has work to do."""
     kube = KubernetesActivities(client.CoreV1Api(api), client.CustomObjectsApi(api), settings())
-    store.put_node("gpu-1", node_pool="h100", provider_id=PROVIDER, boot_id="boot-1")
-    store.put_node("gpu-2", node_pool="h100")
+    store.put_node("gpu-1", node_pool="h100", provider_id=PROVIDER, boot_id="boot-1", labels=GPU)
+    store.put_node("gpu-2", node_pool="h100", labels=GPU)
     store.put_pod(
         "ml",
         "trainer-0",
@@ -95,7 +98,9 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
         labels={"jobset.sigs.k8s.io/jobset-name": "llm"},
         annotations={OPT_IN_ANNOTATION: OPT_IN_VALUE},
     )
-    store.put_nodeclaim("h100-abc", node_pool="h100", provider_id=PROVIDER, node_name="gpu-1")
+    store.put_nodeclaim(
+        "h100-abc", node_pool="h100", provider_id=PROVIDER, node_name="gpu-1", labels=GPU
+    )
     node = {"node": "gpu-1", "incident_id": "inc-1"}
     await ENV.run(kube.read_node_health, c.ReadNodeHealthInput(**node))
     await ENV.run(kube.quarantine_node, c.QuarantineNodeInput(**node))
@@ -120,7 +125,7 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
 
     def karpenter() -> None:
         store.delete(NODES, "gpu-1")
-        store.put_node("gpu-9", node_pool="h100")
+        store.put_node("gpu-9", node_pool="h100", labels=GPU)
 
     threading.Timer(0.1, karpenter).start()
     await ENV.run(
@@ -128,7 +133,7 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
         c.WaitForReplacementInput(**node, node_pool="h100", timeout_s=5, since=since),
     )
     # A reboot whose boot id already changed reads the node and stops (no EC2 call).
-    store.put_node("gpu-3", provider_id=PROVIDER, boot_id="boot-2")
+    store.put_node("gpu-3", provider_id=PROVIDER, boot_id="boot-2", labels=GPU)
     ec2 = Ec2Activities(None, client.CoreV1Api(api), poll_interval=timedelta(milliseconds=20))
     await ENV.run(
         ec2.reboot_node,
@@ -146,7 +151,7 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
 async def run_admission_activities(store: KubeStore, api: Any) -> None:
     """Admission's activities: hold (taint added), the agent's EFA verdict, admit."""
     admission = KubeAdmissionActivities(client.CoreV1Api(api), settings())
-    store.put_node("gpu-4", node_pool="h100", provider_id=PROVIDER, boot_id="boot-4")
+    store.put_node("gpu-4", node_pool="h100", provider_id=PROVIDER, boot_id="boot-4", labels=GPU)
     node = {"node": "gpu-4", "boot_id": "boot-4", "admission_id": "adm-4"}
     hold = await ENV.run(
         admission.hold_for_admission, a.HoldForAdmissionInput(**node, add_taint=True)

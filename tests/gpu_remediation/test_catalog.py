@@ -40,7 +40,9 @@ REFERENCE_XIDS: dict[int, FC] = {
     136: FC.GPU_RESET_REQUIRED,
     140: FC.GPU_RESET_REQUIRED,
     143: FC.GPU_RESET_REQUIRED,
-    **dict.fromkeys(range(144, 151), FC.NVLINK_ERROR),
+    # Issue 33: NVIDIA's 144-150 decode says RESET_GPU for a fatal unit error (a
+    # non-fatal one is informational, test_xid_catalog); was nvlink_error (reboot).
+    **dict.fromkeys(range(144, 151), FC.GPU_RESET_REQUIRED),
     151: FC.REBOOT_REQUIRED,
     154: FC.UNKNOWN,
     155: FC.GPU_RESET_REQUIRED,
@@ -147,7 +149,7 @@ def test_unknown_dcgm_error_ids_fall_back_to_severity(severity: int | None, expe
     [
         ("device_count", FC.EFA_FAILURE),
         ("provider", FC.EFA_FAILURE),
-        ("link", FC.UNKNOWN),
+        ("link", FC.EFA_LINK_DOWN),
         ("counters", FC.INFORMATIONAL),
     ],
 )

@@ -179,7 +179,7 @@ def test_dcgm_evidence_is_classified_by_id_then_severity(
     [
         ("device_count", FC.EFA_FAILURE, Rung.REPLACE),
         ("provider", FC.EFA_FAILURE, Rung.REPLACE),
-        ("link", FC.UNKNOWN, Rung.DIAGNOSE),
+        ("link", FC.EFA_LINK_DOWN, Rung.REBOOT),
         ("counters", FC.INFORMATIONAL, None),
     ],
 )
@@ -241,7 +241,7 @@ def test_npd_efa_condition_uses_its_reason(policy: Policy) -> None:
     [
         ("EFA device count: 31 of 32 devices", FC.EFA_FAILURE),
         ("EFA provider: fi_info -p efa found no provider", FC.EFA_FAILURE),
-        ("EFA link (rdmap0s6): port 1 is DOWN", FC.UNKNOWN),
+        ("EFA link (rdmap0s6): port 1 is DOWN", FC.EFA_LINK_DOWN),
         ("efa-check hung: no answer within 10 s", FC.UNKNOWN),
     ],
 )

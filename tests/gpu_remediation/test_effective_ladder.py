@@ -76,3 +76,14 @@ def test_escalate_is_always_last() -> None:
         if steps:
             assert steps[-1].rung == R.ESCALATE
             assert steps[0].rung == R.QUARANTINE
+
+
+def test_an_efa_link_fault_passes_over_the_gpu_reset_and_is_verified_by_efa_checks() -> None:
+    policy = parse_policy("fault_classes:\n  efa_link_down: {start_rung: diagnose}\n")
+    steps = effective_ladder(policy, FC.EFA_LINK_DOWN)
+    reset = next(s for s in steps if s.rung == R.GPU_RESET)
+    assert not reset.runs
+    assert "cannot fix" in reset.note
+    reboot = next(s for s in steps if s.rung == R.REBOOT)
+    assert "EFA checks" in reboot.note
+    assert "DCGM" not in reboot.note

@@ -8,6 +8,7 @@ from pydantic import TypeAdapter, ValidationError
 from gpu_remediation.contracts import ResetGpusInput
 from gpu_remediation.ids import node_workflow_id
 from gpu_remediation.models import Evidence, EvidenceReport, Rung, XidEvidence
+from gpu_remediation.rungs import rung_spec
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
@@ -64,5 +65,5 @@ def test_rungs_climb_in_order_and_escalation_is_the_top() -> None:
         "escalate",
     ]
     assert Rung.ESCALATE.next() == Rung.ESCALATE
-    assert Rung.REBOOT.is_disruptive
-    assert not Rung.GPU_RESET.is_disruptive
+    assert rung_spec(Rung.REBOOT).disruptive
+    assert not rung_spec(Rung.GPU_RESET).disruptive

@@ -41,8 +41,17 @@ def test_graded_is_the_shipped_default_plus_the_hand_over_rule_and_the_admission
     assert graded.escalation.close_on_recovery
     assert graded.admission.enabled
     assert not default.admission.enabled
-    shipped = {"escalation": default.escalation, "admission": default.admission}
+    shipped = {"escalation": default.escalation, "admission": default.admission, "pools": {}}
     assert graded.model_copy(update=shipped) == default
+
+
+def test_graded_skips_the_gpu_reset_on_p5_where_ec2_refuses_it() -> None:
+    for name in ("graded", "graded-no-admission"):
+        policy = load_baseline(name)
+        assert set(policy.pools) == {"p5"}, name
+        assert not policy.for_pool("p5").rung(Rung.GPU_RESET).enabled, name
+        assert policy.for_pool("h100").rung(Rung.GPU_RESET).enabled, name
+        assert policy.for_pool("p5").model_copy(update={"rungs": policy.rungs}) == policy
 
 
 def test_only_graded_coordinates_with_jobs_the_others_ask_no_job_to_checkpoint() -> None:

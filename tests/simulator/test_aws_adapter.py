@@ -3,8 +3,10 @@
 import pytest
 from botocore.exceptions import ClientError
 
-from gpu_remediation.host_command import HostCommand
+from gpu_remediation.host_command import HOST_COMMAND_DOCUMENT, HostCommand
 from simulator.aws import SimulatedInvocation, moto_cloud
+
+HEALTH = HostCommand(kind="dcgm_health").ssm_parameters()
 
 
 def test_ssm_invocations_report_what_the_simulated_host_did() -> None:
@@ -20,9 +22,9 @@ def test_ssm_invocations_report_what_the_simulated_host_did() -> None:
         cloud.host_simulator = host
         first, _second = cloud.run_instances(2)
         ssm = cloud.client("ssm")
-        script = HostCommand(kind="gpu_reset", gpu_indices=[1]).script()
+        parameters = HostCommand(kind="gpu_reset", gpu_indices=[1]).ssm_parameters()
         sent = ssm.send_command(
-            InstanceIds=[first], DocumentName="AWS-RunShellScript", Parameters={"commands": script}
+            InstanceIds=[first], DocumentName=HOST_COMMAND_DOCUMENT, Parameters=parameters
         )
         command_id = sent["Command"]["CommandId"]
         invocation = ssm.get_command_invocation(CommandId=command_id, InstanceId=first)
@@ -32,7 +34,7 @@ def test_ssm_invocations_report_what_the_simulated_host_did() -> None:
     assert invocation["StandardOutputContent"] == "out"
     assert invocation["StandardErrorContent"] == "Unknown Error"
     assert again["ResponseCode"] == 3
-    # Only the named instance ran it, once, and the script's command was recognised.
+    # Only the named instance ran it, once, and the document's parameters were recognised.
     assert seen == [(first, HostCommand(kind="gpu_reset", gpu_indices=[1]))]
 
 
@@ -44,8 +46,8 @@ def test_a_command_sent_to_one_instance_of_many_targets_only_that_one() -> None:
         ssm = cloud.client("ssm")
         sent = ssm.send_command(
             InstanceIds=[first],
-            DocumentName="AWS-RunShellScript",
-            Parameters={"commands": ["true"]},
+            DocumentName=HOST_COMMAND_DOCUMENT,
+            Parameters=HEALTH,
         )
         command_id = sent["Command"]["CommandId"]
         (listed,) = ssm.list_commands(CommandId=command_id)["Commands"]
@@ -62,8 +64,8 @@ def test_invocations_can_be_invisible_then_in_progress() -> None:
         ssm = cloud.client("ssm")
         sent = ssm.send_command(
             InstanceIds=[instance],
-            DocumentName="AWS-RunShellScript",
-            Parameters={"commands": ["true"]},
+            DocumentName=HOST_COMMAND_DOCUMENT,
+            Parameters=HEALTH,
         )
         command_id = sent["Command"]["CommandId"]
         with pytest.raises(ClientError, match="InvocationDoesNotExist"):

@@ -16,7 +16,7 @@ from gpu_remediation.settings import Settings
 from simulator.kube_api import JOBS, PODS, HostResult, JobKubelet, KubeStore, job_command
 
 T = TypeVar("T")
-NS = "gpu-remediation"
+NS = Settings().job_namespace
 
 
 def wait_for(probe: Callable[[], T], timeout: float = 5.0) -> T:

@@ -29,7 +29,7 @@ from gpu_remediation.jobs import (
 from gpu_remediation.models import Outcome, Urgency
 from simulator.kube_api import PODS
 from tests.conftest import assert_eventually
-from tests.doubles import FakeFleet
+from tests.doubles import FakeFleet, fake_pod_uid
 from tests.triggers.watcher_support import Emulator, emulator
 from tests.workflows.job_support import answer_json, job, on_node, requested_incident
 from tests.workflows.node_support import cluster, xid
@@ -50,7 +50,21 @@ async def relay(emu: Emulator, client: Any, cluster_name: str) -> AsyncIterator[
         await asyncio.wait_for(task, timeout=10)
 
 
-def asked_pod(
+def job_pods(emu: Emulator, fleet: FakeFleet, *names: str, node: str = "gpu-r1") -> None:
+    """The jobs' pods, before the incident asks: the fake fleet asks them by their real uids."""
+    for name in names:
+        emu.store.put_pod("ml", name, node_name=node, gpus=8)
+
+    def uid(pod: str) -> str:
+        namespace, name = pod.split("/")
+        if name not in names:
+            return fake_pod_uid(pod)  # a pod of the job on another node, not in this test
+        return str(emu.store.get(PODS, name, namespace)["metadata"]["uid"])
+
+    fleet.pod_uid = uid
+
+
+async def asked_pod(
     emu: Emulator, name: str, incident: str, node: str = "gpu-r1", job: str | None = None
 ) -> None:
     """A job's pod as the worker leaves it: the request, and the incident's watch mark."""
@@ -61,13 +75,13 @@ def asked_pod(
         urgency=Urgency.CHECKPOINT_FIRST,
         job=job,
     )
-    emu.store.put_pod(
-        "ml",
-        name,
-        node_name=node,
-        gpus=8,
-        annotations={REQUEST_ANNOTATION: request.annotation(), INCIDENT_ANNOTATION: incident},
-    )
+    annotations = {REQUEST_ANNOTATION: request.annotation(), INCIDENT_ANNOTATION: incident}
+    pods, _ = emu.store.list_objects(PODS, "ml")
+    if not any(pod["metadata"]["name"] == name for pod in pods):
+        emu.store.put_pod("ml", name, node_name=node, gpus=8)
+    core = k8s.CoreV1Api(emu.api_client())
+    body = {"metadata": {"annotations": annotations}}
+    await asyncio.to_thread(core.patch_namespaced_pod, name, "ml", body)
 
 
 async def write_answer(emu: Emulator, pod: str, value: str) -> None:
@@ -82,11 +96,12 @@ async def test_a_job_s_answer_on_its_pod_reaches_the_waiting_incident(
 ) -> None:
     fleet = FakeFleet(node_jobs=[on_node(job())])
     with emulator() as emu:
+        job_pods(emu, fleet, "llm-0")
         async with cluster(dev_env, task_queue, fleet) as c, relay(emu, c.client, c.name) as r:
             handle = await c.report("gpu-r1", xid(48))
             await assert_eventually(lambda: c.state(handle), lambda s: s.checkpoint == "asked")
             incident = requested_incident(fleet)
-            asked_pod(emu, "llm-0", incident)
+            await asked_pod(emu, "llm-0", incident)
             await write_answer(emu, "llm-0", answer_json(incident, step=4242))
             result = await handle.result()
             state = await c.state(handle)
@@ -100,12 +115,13 @@ async def test_each_job_s_answer_is_relayed_with_its_job_and_the_node_waits_for_
 ) -> None:
     fleet = FakeFleet(node_jobs=[on_node(job("llm"), job("eval"))])
     with emulator() as emu:
+        job_pods(emu, fleet, "llm-0", "eval-0")
         async with cluster(dev_env, task_queue, fleet) as c, relay(emu, c.client, c.name) as r:
             handle = await c.report("gpu-r1", xid(48))
             await assert_eventually(lambda: c.state(handle), lambda s: s.checkpoint == "asked")
             incident = requested_incident(fleet)
-            asked_pod(emu, "llm-0", incident, job="ml/llm")
-            asked_pod(emu, "eval-0", incident, job="ml/eval")
+            await asked_pod(emu, "llm-0", incident, job="ml/llm")
+            await asked_pod(emu, "eval-0", incident, job="ml/eval")
             await write_answer(emu, "llm-0", answer_json(incident, step=11))
             await assert_eventually(
                 lambda: c.state(handle),
@@ -130,7 +146,7 @@ async def test_a_watched_pod_that_ends_wakes_a_when_idle_incident(
             await assert_eventually(
                 lambda: c.state(handle), lambda s: s.checkpoint == "waiting for the jobs to end"
             )
-            asked_pod(emu, "eval-0", requested_incident(fleet))
+            await asked_pod(emu, "eval-0", requested_incident(fleet))
             fleet.node_jobs = [on_node()]
             await asyncio.to_thread(emu.store.delete, PODS, "eval-0", "ml")
             result = await handle.result()
@@ -146,8 +162,8 @@ async def test_answers_are_relayed_once_and_only_to_incidents_of_this_cluster(
         async with relay(emu, dev_env.client, "here") as r:
             mine = f"gpu-remediation/here/gpu-r1/{uuid.uuid4()}"  # no such run
             foreign = f"gpu-remediation/elsewhere/gpu-r2/{uuid.uuid4()}"
-            asked_pod(emu, "llm-0", mine)
-            asked_pod(emu, "llm-1", foreign, node="gpu-r2")
+            await asked_pod(emu, "llm-0", mine)
+            await asked_pod(emu, "llm-1", foreign, node="gpu-r2")
             await write_answer(emu, "llm-0", answer_json(mine))
             await write_answer(emu, "llm-1", answer_json(foreign))
             core = k8s.CoreV1Api(emu.api_client())

@@ -9,7 +9,7 @@ from gpu_remediation.ids import Activities as A
 from gpu_remediation.ids import Signals
 from gpu_remediation.job_contracts import CheckpointAnswerReport, NodeJobs, WatchedPodEnded
 from gpu_remediation.jobs import JobRef
-from tests.doubles import FakeFleet
+from tests.doubles import FakeFleet, fake_pod_uid
 from tests.workflows.node_support import NodeHandle
 
 JOBSET = "jobset.sigs.k8s.io/jobset-name"
@@ -58,15 +58,23 @@ async def relay_answer(
     *,
     truncated: bool = False,
     job: str | None = None,
-    pod: str = "ml/llm-0",
+    pod: str | None = None,
+    pod_uid: str | None = None,
 ) -> None:
     """Send what the watcher's relay sends when a pod's answer changes.
 
-    ``job`` is what the request on the pod names (None: a relay or request
-    older than per-job answers).
+    ``job`` is what the request on the pod names (default ``ml/llm``); the pod
+    defaults to that job's first pod, and its uid to the one the fake fleet
+    gave it (``pod_uid`` sends another, as a forged pod would).
     """
+    pod = pod or f"{job or 'ml/llm'}-0"
     report = CheckpointAnswerReport(
-        pod=pod, request_incident=incident, raw=raw, truncated=truncated, job=job
+        pod=pod,
+        request_incident=incident,
+        raw=raw,
+        truncated=truncated,
+        job=job,
+        pod_uid=pod_uid or fake_pod_uid(pod),
     )
     await handle.signal(Signals.CHECKPOINT_ANSWER, report)
 

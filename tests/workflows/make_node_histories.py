@@ -3,8 +3,9 @@
 Run ``.venv/bin/python -m tests.workflows.make_node_histories`` after an
 intended change to the node workflow's commands (and only then): the replay
 test fails on any unintended one, which would break incidents in flight. A
-patched change (``workflow.patched``) keeps the old files and records the new
-path beside them: ``make_node_histories climbs_to_replacement --suffix _v2``.
+patched change (``workflow.patched``, from 1.0 on: docs/operations.md) keeps the
+old files and records the new path beside them:
+``make_node_histories climbs_to_replacement --suffix _v2``.
 Each scenario takes a different path through the ladder.
 """
 
@@ -15,14 +16,14 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Updates
-from gpu_remediation.models import FaultClass, Rung
+from gpu_remediation.models import EfaEvidence, FaultClass, Rung
 from gpu_remediation.temporal_setup import register_search_attributes, time_skipping_server_path
 from gpu_remediation.workflow_models import (
     AbortInput,
@@ -143,6 +144,22 @@ async def when_idle_job_ends_unseen(c: Cluster) -> NodeHandle:
     return await c.report("gpu-h10", xid(63))
 
 
+async def efa_link_verified(c: Cluster) -> NodeHandle:
+    """An EFA link down: rebooted, then verified by the node agent's EFA checks."""
+    c.fleet.efa_link_down_until_reboot = True
+    pol = with_fault_class(policy(), FaultClass.EFA_LINK_DOWN, grace=timedelta(0))
+    link = EfaEvidence(
+        observed_at=datetime.now(UTC), source="efa-check", check="link", device="rdmap113s0"
+    )
+    return await c.report("gpu-h11", link, pol=pol)
+
+
+async def dead_host_climbs(c: Cluster) -> NodeHandle:
+    """A delivered reboot that never brings the host back: one window, then replace."""
+    c.fleet.host_dead_after_reboot = True
+    return await c.report("gpu-h12", xid(79, gpu=0))
+
+
 SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "reboot_repairs": reboot_repairs,
     "climbs_to_replacement": climbs_to_replacement,
@@ -154,6 +171,8 @@ SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "checkpoint_answered": checkpoint_answered,
     "checkpoint_every_job": checkpoint_every_job,
     "when_idle_job_ends_unseen": when_idle_job_ends_unseen,
+    "efa_link_verified": efa_link_verified,
+    "dead_host_climbs": dead_host_climbs,
 }
 
 

@@ -1,5 +1,6 @@
 """The job stage with several jobs: each asked job's answer is waited for."""
 
+import asyncio
 from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
@@ -63,20 +64,47 @@ async def test_with_two_opted_in_jobs_the_node_is_drained_only_after_both_answer
     assert names.index(A.WITHDRAW_CHECKPOINT) < names.index(A.DRAIN_GPU_PODS)
 
 
-async def test_an_answer_naming_no_job_ends_the_wait_as_it_used_to(
+async def test_an_answer_counts_for_the_job_its_pod_was_asked_as_not_the_one_it_claims(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    # From a relay older than per-job answers: it cannot say which job answered.
+    # A pod of ml/llm whose (owner-editable) request annotation names ml/eval:
+    # its answer is ml/llm's, and ml/eval is still waited for.
     fleet = two_jobs()
     async with cluster(time_skipping_env, task_queue, fleet) as c:
         handle = await c.report("gpu-je2", xid(48))
         await checkpoint_is(c, handle, "asked")
         incident = requested_incident(fleet)
-        await relay_answer(handle, incident, answer_json(incident))
+        await relay_answer(handle, incident, answer_json(incident), job=EVAL, pod="ml/llm-0")
+        await checkpoint_is(c, handle, "ml/llm: saved at step 1200; ml/eval: asked")
+        await relay_answer(handle, incident, answer_json(incident, step=9), job=EVAL)
         result = await handle.result()
-        state = await c.state(handle)
     assert result.outcome == Outcome.REPAIRED
-    assert "wait over: saved at step 1200" in decisions(state)
+
+
+async def test_a_forged_answer_from_a_pod_that_was_not_asked_is_ignored(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # Another tenant's pod copies the request, names the victim job and answers:
+    # its uid is not one the incident wrote its request on.
+    fleet = FakeFleet(node_jobs=[on_node(job("llm"))])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-je6", xid(48))
+        await checkpoint_is(c, handle, "asked")
+        incident = requested_incident(fleet)
+        await relay_answer(
+            handle, incident, answer_json(incident), job=LLM, pod="mallory/x-0", pod_uid="u-x"
+        )
+        state = await assert_eventually(
+            lambda: c.state(handle),
+            lambda s: (
+                "answer ignored: mallory/x-0: this pod was not asked to checkpoint" in decisions(s)
+            ),
+        )
+        assert state.checkpoint == "asked"
+        assert fleet.called(A.DRAIN_GPU_PODS) == 0
+        await relay_answer(handle, incident, answer_json(incident), job=LLM)
+        result = await handle.result()
+    assert result.outcome == Outcome.REPAIRED
 
 
 async def test_an_answer_of_a_job_that_was_not_asked_is_ignored(
@@ -91,7 +119,7 @@ async def test_an_answer_of_a_job_that_was_not_asked_is_ignored(
         state = await assert_eventually(
             lambda: c.state(handle),
             lambda s: (
-                "answer ignored: ml/llm-0: ml/other was not asked to checkpoint" in decisions(s)
+                "answer ignored: ml/other-0: this pod was not asked to checkpoint" in decisions(s)
             ),
         )
         assert state.checkpoint == "asked"
@@ -177,3 +205,23 @@ async def test_a_new_worker_keeps_waiting_for_the_job_that_has_not_answered(
     assert result.outcome == Outcome.REPAIRED
     assert state.checkpoint == "ml/llm: saved at step 1200; ml/eval: saved at step 9"
     assert fleet.called(A.REQUEST_CHECKPOINT) == 1
+
+
+async def test_an_answer_that_comes_while_the_request_is_written_is_judged_after_it(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    gate = asyncio.Event()
+    fleet = FakeFleet(node_jobs=[on_node(job("llm"))], request_gate=gate)
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-je7", xid(48))
+        await assert_eventually(
+            lambda: asyncio.sleep(0, fleet.called(A.REQUEST_CHECKPOINT)), lambda n: n == 1
+        )
+        incident = requested_incident(fleet)
+        await relay_answer(handle, incident, answer_json(incident), job=LLM)
+        gate.set()
+        result = await handle.result()
+        state = await c.state(handle)
+    assert result.outcome == Outcome.REPAIRED
+    assert state.checkpoint == "saved at step 1200"
+    assert not [line for line in decisions(state) if line.startswith("answer ignored")]

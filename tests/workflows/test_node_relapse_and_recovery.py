@@ -59,10 +59,13 @@ async def test_signals_clearing_mid_ladder_verify_and_release_the_node(
         )
         await c.signal(handle, "gpu-32", condition("Ready", "True", cleared=True))
         result = await handle.result()
+        state = await c.state(handle)
     assert result.outcome == Outcome.RECOVERED
     assert c.fleet.called(A.REBOOT_NODE) == 0
-    names = c.fleet.names()
-    assert names.index(A.RUN_DIAGNOSTIC) < names.index(A.RELEASE_NODE)
+    # A host fault is verified by the node being Ready, not by a GPU diagnostic.
+    assert c.fleet.called(A.RUN_DIAGNOSTIC) == 0
+    actions = [(d.stage, d.action) for d in state.decisions]
+    assert actions.index(("verify", "node_ready pass")) < actions.index(("release", "released"))
 
 
 async def test_unknown_evidence_diagnoses_and_never_replaces_on_its_own(

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from gpu_remediation.host_command import HostCommand, decode_output
+from gpu_remediation.host_command import HOST_COMMAND_DOCUMENT, HostCommand, decode_output
 from simulator.fleet import Durations, Fleet
 
 
@@ -19,8 +19,8 @@ def test_a_diagnostic_is_in_progress_for_its_scaled_duration(
     instance = fleet.nodes["h100-0000"].instance_id
     sent = ssm.send_command(
         InstanceIds=[instance],
-        DocumentName="AWS-RunShellScript",
-        Parameters={"commands": HostCommand(kind="dcgm_diag", level=2).script()},
+        DocumentName=HOST_COMMAND_DOCUMENT,
+        Parameters=HostCommand(kind="dcgm_diag", level=2).ssm_parameters(),
     )
     command_id = sent["Command"]["CommandId"]
     started = time.monotonic()
@@ -43,8 +43,8 @@ def test_a_command_to_a_host_that_is_down_times_out(fleet: Fleet) -> None:
     instance = fleet.nodes["p5-0000"].instance_id
     sent = ssm.send_command(
         InstanceIds=[instance],
-        DocumentName="AWS-RunShellScript",
-        Parameters={"commands": HostCommand(kind="dcgm_health").script()},
+        DocumentName=HOST_COMMAND_DOCUMENT,
+        Parameters=HostCommand(kind="dcgm_health").ssm_parameters(),
     )
     deadline = time.monotonic() + 5
     while True:

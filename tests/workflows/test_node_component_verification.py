@@ -1,0 +1,121 @@
+"""The ladder verifies the fault's component, climbs past dead hosts, follows its pool."""
+
+from datetime import UTC, datetime, timedelta
+
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation import admission_models as a
+from gpu_remediation.ids import Activities as A
+from gpu_remediation.models import EfaEvidence, FaultClass, Outcome, Rung
+from gpu_remediation.policy import Policy
+from tests.doubles import FakeFleet
+from tests.workflows.node_support import cluster, policy, with_fault_class, xid
+
+
+def efa_link_down() -> EfaEvidence:
+    """The node agent's finding: an EFA port is down."""
+    return EfaEvidence(
+        observed_at=datetime.now(UTC), source="efa-check", check="link", device="rdmap113s0"
+    )
+
+
+def no_grace(pol: Policy) -> Policy:
+    return with_fault_class(pol, FaultClass.EFA_LINK_DOWN, grace=timedelta(0))
+
+
+def link_down_until_reboot() -> FakeFleet:
+    return FakeFleet(efa_link_down_until_reboot=True)
+
+
+async def test_an_efa_link_fault_is_rebooted_and_verified_by_the_efa_checks(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = link_down_until_reboot()
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-e1", efa_link_down(), pol=no_grace(policy()))
+        result = await handle.result()
+    assert result.fault_class == FaultClass.EFA_LINK_DOWN
+    assert result.outcome == Outcome.REPAIRED
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.REBOOT]
+    assert fleet.called(A.CHECK_EFA) >= 1
+    # A DCGM diagnostic tests the GPUs only: it cannot verify a network link.
+    assert fleet.called(A.RUN_DIAGNOSTIC) == 0
+
+
+async def test_an_efa_link_still_down_is_never_released_as_no_fault_found(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    pol = with_fault_class(no_grace(policy()), FaultClass.EFA_LINK_DOWN, start_rung=Rung.DIAGNOSE)
+    fleet = link_down_until_reboot()
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-e2", efa_link_down(), pol=pol)
+        result = await handle.result()
+        state = await c.state(handle)
+    assert result.outcome == Outcome.REPAIRED  # by the reboot, not "no fault found"
+    # Diagnose failed on the link, the GPU reset was passed over, the reboot fixed it.
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.DIAGNOSE, Rung.REBOOT]
+    assert fleet.called(A.RESET_GPUS) == 0
+    passed_over = [d for d in state.decisions if d.action == "pass over gpu_reset"]
+    assert passed_over
+    assert "cannot fix" in passed_over[0].reason
+    verdicts = [d.action for d in state.decisions if d.stage == "verify"]
+    assert verdicts == ["efa_check fail", "efa_check pass"]
+
+
+async def test_the_efa_check_waits_for_the_agent_to_report_on_the_new_boot(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    not_yet = a.CheckEfaResult(passed=False, reported=False, summary="not reported yet")
+    fleet = FakeFleet(efa_checks=[not_yet, not_yet])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-e3", efa_link_down(), pol=no_grace(policy()))
+        result = await handle.result()
+    assert result.outcome == Outcome.REPAIRED
+    assert fleet.called(A.CHECK_EFA) == 3
+
+
+async def test_a_host_not_back_after_a_delivered_reboot_climbs_after_one_window(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(host_dead_after_reboot=True)
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-d1", xid(79, gpu=2))
+        result = await handle.result()
+    # One reboot, not one per retry: the host that did not come back is replaced.
+    assert fleet.called(A.REBOOT_NODE) == 1
+    assert result.outcome == Outcome.REPLACED
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.REBOOT, Rung.REPLACE]
+
+
+def with_p5_override(pol: Policy) -> Policy:
+    return Policy.model_validate(
+        {
+            **pol.model_dump(mode="python"),
+            "pools": {"p5": {"rungs": {"gpu_reset": {"enabled": False}}}},
+        }
+    )
+
+
+async def test_the_p5_pool_override_skips_gpu_resets(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(node_pool="p5")
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-p5", xid(48, gpu=1), pol=with_p5_override(policy()))
+        result = await handle.result()
+        state = await c.state(handle)
+    assert fleet.called(A.RESET_GPUS) == 0
+    assert Rung.REBOOT in result.rungs_tried
+    assert result.outcome == Outcome.REPAIRED
+    assert any(d.action == "pass over gpu_reset" for d in state.decisions)
+
+
+async def test_a_pool_without_an_override_keeps_the_gpu_reset(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(node_pool="p4d")
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-p4", xid(48, gpu=1), pol=with_p5_override(policy()))
+        result = await handle.result()
+    assert fleet.called(A.RESET_GPUS) == 1
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.GPU_RESET]
