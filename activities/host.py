@@ -4,10 +4,17 @@ The executor (SSM Run Command, or a Kubernetes Job pinned to the node) is
 injected and chosen by settings; both run the same scripts from
 ``activities.host_commands``, so these activities and their parsing are the
 same either way.
+
+Parsing runs on a thread (``asyncio.to_thread``), not on the event loop: the
+output comes from the node, so its size and content are the node's to choose,
+and while one activity parses, the loop serves every other activity of the
+worker (issue 35). The parsers are linear in their input
+(tests/gpu_remediation/test_parsers_linear.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +22,12 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.host_commands import HostCommand, HostCommandExecutor, decode_output
+from activities.host_commands import (
+    CommandOutcome,
+    HostCommand,
+    HostCommandExecutor,
+    decode_output,
+)
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 from gpu_remediation.tool_outputs.common import DiagnosticParseError, combine
@@ -49,8 +61,12 @@ class HostActivities:
         """
         command = HostCommand(kind="gpu_reset", gpu_indices=input.gpu_indices)
         outcome = await self._executor.run(input.node, input.provider_id, command)
-        return parse_gpu_reset(
-            outcome.exit_code, outcome.stdout, outcome.stderr, command_id=outcome.command_id
+        return await asyncio.to_thread(
+            parse_gpu_reset,
+            outcome.exit_code,
+            outcome.stdout,
+            outcome.stderr,
+            command_id=outcome.command_id,
         )
 
     @activity.defn(name=Activities.RUN_DIAGNOSTIC)
@@ -69,13 +85,26 @@ class HostActivities:
             input.node, input.provider_id, HostCommand(kind="dcgm_health")
         )
         now = datetime.now(UTC)
-        try:
-            diag = parse_dcgm_diag(
-                decode_output(diag_outcome.stdout), diag_outcome.exit_code, observed_at=now
-            )
-            health = parse_dcgm_health(decode_output(health_outcome.stdout), observed_at=now)
-        except (DiagnosticParseError, ValueError) as err:
-            raise ApplicationError(
-                f"diagnostic output on {input.node} unreadable: {err}", type="DiagnosticUnreadable"
-            ) from err
-        return combine(diag, health)
+        return await asyncio.to_thread(
+            _diagnostic_verdict, input.node, diag_outcome, health_outcome, now
+        )
+
+
+def _diagnostic_verdict(
+    node: str, diag_outcome: CommandOutcome, health_outcome: CommandOutcome, now: datetime
+) -> c.DiagnosticResult:
+    """Decode and read both outputs into one verdict (run on a thread).
+
+    Raises:
+        ApplicationError: ``DiagnosticUnreadable`` when either output cannot be read.
+    """
+    try:
+        diag = parse_dcgm_diag(
+            decode_output(diag_outcome.stdout), diag_outcome.exit_code, observed_at=now
+        )
+        health = parse_dcgm_health(decode_output(health_outcome.stdout), observed_at=now)
+    except (DiagnosticParseError, ValueError) as err:
+        raise ApplicationError(
+            f"diagnostic output on {node} unreadable: {err}", type="DiagnosticUnreadable"
+        ) from err
+    return combine(diag, health)

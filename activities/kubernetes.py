@@ -32,6 +32,9 @@ T = TypeVar("T")
 STATE_ANNOTATION = "gpu-remediation.io/state"
 NEEDS_HUMAN_LABEL = "gpu-remediation.io/needs-human"
 WAS_CORDONED_ANNOTATION = "gpu-remediation.io/was-cordoned"
+HELD_ANNOTATION = "gpu-remediation.io/held-by-breaker"
+"""On a quarantined node whose incident an open breaker holds: its quarantine alone
+does not count it as unhealthy."""
 REPLACES_ANNOTATION = "gpu-remediation.io/replaces"
 """On a new node: the node it was attributed to as a replacement. Claimed with a
 resourceVersion-checked write, so concurrent replacements never share one."""
@@ -100,13 +103,17 @@ class KubernetesActivities:
                 # A retry after our own quarantine: the first attempt wrote down
                 # whether someone else had cordoned the node.
                 result["was_already_cordoned"] = annotations.get(WAS_CORDONED_ANNOTATION) == "true"
-            if spec.unschedulable and not result["taint_added"]:
+            held = "true" if input.held else None
+            held_changed = annotations.get(HELD_ANNOTATION) != held
+            if spec.unschedulable and not result["taint_added"] and not held_changed:
                 return None
             if result["taint_added"]:
                 taints.append({"key": input.taint_key, "effect": "NoSchedule"})
             was_cordoned = "true" if result["was_already_cordoned"] else "false"
             return {
-                "metadata": {"annotations": {WAS_CORDONED_ANNOTATION: was_cordoned}},
+                "metadata": {
+                    "annotations": {WAS_CORDONED_ANNOTATION: was_cordoned, HELD_ANNOTATION: held}
+                },
                 "spec": {"unschedulable": True, "taints": taints},
             }
 
@@ -133,7 +140,7 @@ class KubernetesActivities:
                 spec_patch["unschedulable"] = False
             if not spec_patch:
                 return None
-            annotations = {WAS_CORDONED_ANNOTATION: None}  # null deletes it
+            annotations = {WAS_CORDONED_ANNOTATION: None, HELD_ANNOTATION: None}  # null deletes
             return {"metadata": {"annotations": annotations}, "spec": spec_patch}
 
         await self._update_node(input.node, change, missing_ok=True)
@@ -301,8 +308,11 @@ class KubernetesActivities:
     @activity.defn(name=Activities.CHECK_BREAKER)
     async def check_breaker(self, input: c.CheckBreakerInput) -> c.PoolHealth:
         """Count the pool's nodes and those that look unhealthy right now."""
+        # A node in no pool is judged against the GPU nodes, never the whole cluster.
         selector = (
-            f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
+            f"{self._settings.node_pool_label}={input.node_pool}"
+            if input.node_pool
+            else input.node_selector or None
         )
         try:
             nodes = await list_node_summaries(self._core, selector)
@@ -322,7 +332,10 @@ class KubernetesActivities:
         if not node_ready(node):
             return True
         taints = (node.spec.taints or []) if node.spec else []
-        if any(t.key == self._settings.quarantine_taint_key for t in taints):
+        held = (node.metadata.annotations or {}).get(HELD_ANNOTATION) == "true"
+        if not held and any(t.key == self._settings.quarantine_taint_key for t in taints):
+            # A quarantine counts (the node is being worked on), except one an open
+            # breaker holds: held nodes count only for their own signals below.
             return True
         for cond in (node.status.conditions or []) if node.status else []:
             if cond.type in NPD_PROBLEM_CONDITIONS and cond.status == "True":

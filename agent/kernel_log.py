@@ -75,7 +75,10 @@ def _patterns() -> _Patterns:
 
 _BANNER_TOKEN = b"NVRM: The NVIDIA GPU"
 # kmsg record prefix "priority,sequence,microseconds,flags;": needed on every kmsg run.
-_KMSG_PREFIX = re.compile(rb"(\d+),(\d+),(\d+),[^;\n]*;")
+# The kernel prints 64-bit numbers (20 digits at most); a longer run of digits
+# is not a record's prefix, and converting it would fail (Python refuses over
+# 4300 digits) and fail every later run on the same record.
+_KMSG_PREFIX = re.compile(rb"(\d{1,20}),(\d{1,20}),(\d{1,20}),[^;\n]*;")
 _CURSOR = b"-- cursor: "
 
 
@@ -128,9 +131,12 @@ def normalize_bus(raw: str) -> str:
 def _tail(rest: bytes) -> str:
     words = rest.decode("ascii", "replace").strip().lstrip(",").strip().split(", ")
     noise = _patterns().noise
-    while words and noise.match(words[0].strip()):
-        words.pop(0)
-    return ", ".join(w.strip() for w in words).strip()
+    # Skipped by index: popping the list's head each time re-copies the rest,
+    # quadratic on a line of many noise words (lines run up to 1 MiB).
+    first = 0
+    while first < len(words) and noise.match(words[first].strip()):
+        first += 1
+    return ", ".join(w.strip() for w in words[first:]).strip()
 
 
 class _Collector:

@@ -21,6 +21,17 @@ from typing import Literal, NamedTuple
 KILL_GRACE = 1.0
 """Seconds to wait for a killed tool to exit before abandoning it."""
 
+MAX_PARSED_OUTPUT = 1 << 20
+"""Bytes of a tool's output that a check reads (1 MiB).
+
+``nvidia-smi -q`` prints about 9 KB per GPU and ``dcgmi health -c -j`` less, so
+a node's real output is a small part of this. Beyond it the output is not what
+the tool says about the node's GPUs, and reading it would only cost time in a
+cycle NPD's timeout bounds. The parsers are linear (issue 35,
+tests/agent/test_parsers_linear.py); 1 MiB of their costliest input, DCGM health
+JSON of thousands of one-word failing systems, reads in under a second (0.7 s).
+"""
+
 Status = Literal["ok", "failed", "hung", "missing", "error"]
 
 
@@ -60,6 +71,14 @@ class ToolResult(NamedTuple):
         detail = (self.stderr or self.stdout).decode(errors="replace").strip().splitlines()
         last = detail[-1][:160] if detail else "no output"
         return f"{self.name} failed with exit code {self.exit_code}: {last}"
+
+
+def head(data: bytes, limit: int = MAX_PARSED_OUTPUT) -> bytes:
+    """The first ``limit`` bytes of ``data``, cut after the last whole line when there is one."""
+    if len(data) <= limit:
+        return data
+    cut = data.rfind(b"\n", 0, limit)
+    return data[: cut + 1] if cut >= 0 else data[:limit]
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

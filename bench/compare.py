@@ -9,6 +9,16 @@ children, the CPU split by role (Temporal server, simulator, worker; sampled fro
 ``--quick`` (and ``--nodes``, ``--days``, ``--time-factor``, ``--policies``) run a
 reduced size; the scaling from a reduced run is what the README reports until a
 full run is made.
+
+``--factor-check`` runs the same comparison (same seed) at ``--time-factor F`` and at
+F/4 and judges it strictly (``whatif/factor_check.py``: at least 100 incidents per
+policy, availability within 0.01 points, every count within 5%, MTTR p50 on the
+simulator's clock within 10%); ``--noise-run`` adds a third run at F whose
+difference from the first is the measured noise a tolerance may widen to. It prints
+the verdict's table on stderr and exits 1 when the check fails, 2 when it refuses
+(bad input, too few incidents). ``--judge A.json B.json [NOISE.json]`` judges runs
+already written. Every run warns on stderr when the system's own real latency adds
+more than 1% of a policy's MTTR p50 (``whatif/latency.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import argparse
 import asyncio
 import json
 import resource
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +36,18 @@ from rich.console import Console
 
 from bench.proctree import sampled
 from policies import BASELINES
-from whatif.factor_check import judge
+from whatif.factor_check import (
+    FACTOR_RATIO,
+    FactorCheck,
+    FactorCheckError,
+    check_factors,
+    check_incidents,
+    judge,
+    read_run,
+    text_table,
+)
 from whatif.options import options_from
-from whatif.results import comparison_json
+from whatif.results import comparison_json, latency_warnings
 from whatif.runner import CompareRun, PolicyResult
 
 TARGET_S = 1200.0
@@ -36,6 +56,12 @@ TARGET_RSS_MIB = 2048.0
 FACTOR_10K = 375.0
 """Time factor of issue 23's 10,000-node week: at 750 the simulator fell behind
 (447-659x achieved, events late 300-900 s at p95; README, "At 10,000 nodes")."""
+
+
+FACTOR_CHECK_NODES = 1000
+FACTOR_CHECK_DAYS = 3.0
+"""The factor check's size without --nodes and --days (issue 40's: with --multiplier 10,
+more than 100 incidents per policy)."""
 
 
 def _cpu() -> tuple[float, float]:
@@ -63,6 +89,7 @@ async def measure(
     parallel: int | None = None,
     new_node_fault_probability: float = 0.0,
     reboot_fault_probability: float = 0.0,
+    seed: int = 0,
 ) -> tuple[dict[str, Any], CompareRun, list[PolicyResult]]:
     """Run one comparison of every baseline; wall, CPU and RSS with the full JSON rows.
 
@@ -89,6 +116,7 @@ async def measure(
         parallel=parallel,
         new_node_fault_probability=new_node_fault_probability,
         reboot_fault_probability=reboot_fault_probability,
+        seed=seed,
     )
     compare = CompareRun(options, ui=Console(quiet=True))
     cpu0, started = _cpu(), time.monotonic()
@@ -110,12 +138,25 @@ async def measure(
         "multiplier": multiplier,
         "new_node_fault_probability": new_node_fault_probability,
         "reboot_fault_probability": reboot_fault_probability,
+        "seed": seed,
+        # What two runs must share to be judged side by side (whatif/factor_check.py).
+        "fleet": {
+            "nodes": nodes,
+            "pools": options.pools,
+            "fault_mix": options.fault_mix,
+            "multiplier": multiplier,
+            "duration_s": compare.duration.total_seconds(),
+            "new_node_fault_probability": new_node_fault_probability,
+            "reboot_fault_probability": reboot_fault_probability,
+            "policies": [c.source for c in compare.choices],
+        },
         "policies": len(results),
         "parallel": compare.lanes,
         "wall_s": round(wall, 1),
         "wall_per_policy_s": per_policy,
         "phases_per_policy_s": {r.name: r.timing for r in results},
         "achieved_factor": {r.name: r.clock.get("achieved_factor") for r in results},
+        "latency_warnings": latency_warnings(results),
         "cpu_self_s": round(cpu1[0] - cpu0[0], 1),
         "cpu_children_s": round(cpu1[1] - cpu0[1], 1),
         "peak_rss_self_mib": round(rss_self, 1),
@@ -168,26 +209,74 @@ def summary_rows_10k(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def second_factor(first: float, asked: float | None) -> float:
+    """The factor-check's second factor: ``asked``, or ``first`` / 4.
+
+    Raises:
+        FactorCheckError: One factor only, or not 4x apart.
+    """
+    second = first / FACTOR_RATIO if asked is None else asked
+    check_factors(first, second)
+    return second
+
+
 async def factor_check(
     factors: tuple[float, float],
     *,
-    nodes: int,
-    days: float,
-    multiplier: float,
+    noise_run: bool = False,
     report: Path | None = None,
-) -> dict[str, Any]:
-    """The same comparison at two time factors: same fault digest, outcomes within noise."""
-    runs = [
-        await run(nodes=nodes, days=days, time_factor=f, multiplier=multiplier) for f in factors
-    ]
-    verdict = judge(factors, runs[0]["comparison"]["policies"], runs[1]["comparison"]["policies"])
-    return {
-        "nodes": nodes,
-        "days": days,
-        "multiplier": multiplier,
-        "wall_s": [r["wall_s"] for r in runs],
-        "factor_check": verdict.as_json(),
+    **size: Any,
+) -> tuple[dict[str, Any], FactorCheck | None, str | None]:
+    """The same comparison (same seed) at two factors 4x apart, judged strictly.
+
+    The higher factor runs first (it is the faster): a policy with fewer than 100
+    incidents there is refused before the slower run. With ``noise_run`` a third
+    run repeats the first factor. ``size``: ``measure``'s keywords.
+
+    Returns:
+        The JSON (the verdict and every run), the verdict (None when refused) and
+        the refusal (None when judged).
+    """
+    check_factors(*factors)
+    order = sorted(range(2), key=lambda i: -factors[i])
+    runs: dict[str, dict[str, Any]] = {}
+    first_compare: tuple[CompareRun, list[PolicyResult]] | None = None
+    plan = [(f"f{factors[i]:g}", factors[i]) for i in order]
+    if noise_run:
+        plan.append((f"f{factors[0]:g}-noise", factors[0]))
+    refusal: str | None = None
+    for key, factor in plan:
+        measured, compare, results = await measure(time_factor=factor, **size)
+        runs[key] = measured
+        for warning in latency_warnings(results):
+            print(warning, file=sys.stderr)
+        if factor == factors[0] and first_compare is None:
+            first_compare = compare, results
+        try:
+            check_incidents(read_run(measured, f"the run at factor {factor:g}"))
+        except FactorCheckError as err:
+            refusal = str(err)
+            break
+    verdict: FactorCheck | None = None
+    if refusal is None:
+        try:
+            verdict = judge(
+                runs[f"f{factors[0]:g}"],
+                runs[f"f{factors[1]:g}"],
+                runs.get(f"f{factors[0]:g}-noise"),
+            )
+        except FactorCheckError as err:
+            refusal = str(err)
+    if report is not None and first_compare is not None:
+        from whatif.report import write_report
+
+        write_report(report, *first_compare, verdict, refusal)
+    result = {
+        "factor_check": verdict.as_json() if verdict is not None else None,
+        "refused": refusal,
+        "runs": runs,
     }
+    return result, verdict, refusal
 
 
 def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -245,30 +334,40 @@ def main() -> None:
         help="chance a rebooted node comes back faulty (an assumption: no public figure)",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON result here")
+    parser.add_argument("--seed", type=int, default=0, help="the comparison's seed")
     parser.add_argument(
         "--factor-check",
         type=float,
+        nargs="?",
+        const=0.0,
         metavar="FACTOR",
-        help="run twice, at --time-factor and at FACTOR, and judge (same digest, within noise)",
+        help="run at --time-factor F and at F/4 (or at FACTOR, 4x apart), the same seed, and "
+        "judge strictly (whatif/factor_check.py); exit 1 when it fails, 2 when it refuses "
+        "(default size 1,000 nodes x 3 days: give --multiplier 10 for 100 incidents a policy)",
+    )
+    parser.add_argument(
+        "--noise-run",
+        action="store_true",
+        help="with --factor-check: a third run at F, whose difference from the first is the "
+        "measured noise a tolerance may widen to (no further)",
+    )
+    parser.add_argument(
+        "--judge",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="judge two results already written (and a third, the noise run), no run",
     )
     args = parser.parse_args()
+    for option, path in (("--report", args.report), ("--out", args.out)):
+        if path is not None and not path.parent.is_dir():
+            parser.error(f"{option}: no directory {path.parent}")  # before minutes of runs
+    if args.judge is not None:
+        sys.exit(_judge_files(args.judge, args.out))
+    if args.noise_run and args.factor_check is None:
+        parser.error("--noise-run: only with --factor-check")
     if args.factor_check is not None:
-        if args.time_factor is None:
-            parser.error("--factor-check needs --time-factor (the first factor)")
-        result = asyncio.run(
-            factor_check(
-                (args.time_factor, args.factor_check),
-                nodes=args.nodes or 200,
-                days=args.days or 2.0,
-                multiplier=args.multiplier,
-                report=args.report,
-            )
-        )
-        text = json.dumps(result, indent=2)
-        if args.out is not None:
-            args.out.write_text(text + "\n", encoding="utf-8")
-        print(text)
-        return
+        sys.exit(_factor_check(args))
     result = asyncio.run(
         run(
             quick=args.quick,
@@ -281,12 +380,88 @@ def main() -> None:
             parallel=args.parallel,
             new_node_fault_probability=args.new_node_fault_probability,
             reboot_fault_probability=args.reboot_fault_probability,
+            seed=args.seed,
+        )
+    )
+    for warning in result["latency_warnings"]:
+        print(warning, file=sys.stderr)
+    text = json.dumps(result, indent=2)
+    if args.out is not None:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+def _refused(message: str) -> int:
+    print(f"factor check refused: {message}", file=sys.stderr)
+    return 2
+
+
+def _judged(verdict: FactorCheck) -> int:
+    print(text_table(verdict), file=sys.stderr)
+    return 0 if verdict.passed else 1
+
+
+def _factor_check(args: argparse.Namespace) -> int:
+    """``--factor-check``: refuse bad factors before running, run, judge; the exit code."""
+    first = args.time_factor or (2000.0 if args.quick else 6000.0)
+    try:
+        second = second_factor(first, args.factor_check or None)
+    except FactorCheckError as err:
+        return _refused(str(err))
+    result, verdict, refusal = asyncio.run(
+        factor_check(
+            (first, second),
+            noise_run=args.noise_run,
+            report=args.report,
+            quick=args.quick,
+            nodes=args.nodes or (100 if args.quick else FACTOR_CHECK_NODES),
+            days=args.days or (1.0 if args.quick else FACTOR_CHECK_DAYS),
+            multiplier=args.multiplier,
+            policies=args.policies,
+            parallel=args.parallel,
+            new_node_fault_probability=args.new_node_fault_probability,
+            reboot_fault_probability=args.reboot_fault_probability,
+            seed=args.seed,
         )
     )
     text = json.dumps(result, indent=2)
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")
+        for key, run in result["runs"].items():
+            path = args.out.with_name(f"{args.out.stem}-{key}.json")
+            path.write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
     print(text)
+    if refusal is not None:
+        return _refused(refusal)
+    assert verdict is not None
+    return _judged(verdict)
+
+
+def _judge_files(paths: list[Path], out: Path | None) -> int:
+    """``--judge A B [NOISE]``: the verdict over results already written; the exit code."""
+    if len(paths) not in (2, 3):
+        return _refused(
+            f"--judge takes two result files and an optional noise run, not {len(paths)}"
+        )
+    docs = []
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            return _refused(f"{path}: {err}")
+        try:
+            docs.append(read_run(doc, str(path)))
+        except FactorCheckError as err:
+            return _refused(str(err))
+    try:
+        verdict = judge(*docs)
+    except FactorCheckError as err:
+        return _refused(str(err))
+    text = json.dumps({"factor_check": verdict.as_json()}, indent=2)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return _judged(verdict)
 
 
 if __name__ == "__main__":

@@ -341,13 +341,28 @@ RECOVERY_ACTIONS: dict[int, tuple[FaultClass | None, str]] = {
     7: (FC.REBOOT_REQUIRED, "system reboot"),
 }
 
-_RECOVERY_CHANGE = re.compile(r"recovery action changed from 0x[0-9a-f]+.*? to 0x([0-9a-f]+)", re.I)
+_RECOVERY_FROM = re.compile(r"recovery action changed from 0x[0-9a-f]+", re.I)
+_RECOVERY_TO = re.compile(r" to 0x([0-9a-f]+)", re.I)
 
 
 def recovery_action_from_message(message: str) -> int | None:
-    """Return the new action of an Xid 154 line ("... changed from 0x0 (None) to 0x2 ...")."""
-    match = _RECOVERY_CHANGE.search(message)
-    return int(match.group(1), 16) if match else None
+    """Return the new action of an Xid 154 line ("... changed from 0x0 (None) to 0x2 ...").
+
+    The first "changed from" with a " to 0x..." after it on its line wins, as
+    with one regex joining the two by ``.*?``; but that regex re-read the rest
+    of the line from every "changed from" that had none, quadratic in a line
+    repeating it (the agent reads kernel lines of up to 1 MiB, issue 35). Here
+    a line whose first "changed from" finds no " to 0x" is skipped whole: any
+    later one on it has less of the same line after it. Linear.
+    """
+    position = 0
+    while (head := _RECOVERY_FROM.search(message, position)) is not None:
+        line_end = message.find("\n", head.end())
+        line_end = len(message) if line_end < 0 else line_end
+        if (to := _RECOVERY_TO.search(message, head.end(), line_end)) is not None:
+            return int(to.group(1), 16)
+        position = line_end
+    return None
 
 
 # DCGM error ids (dcgm_errors.h) -> class and meaning: the project's decisions.
@@ -514,13 +529,27 @@ def npd_xid_message(xid: int, gpu_index: int | None, pci_bus: str | None, action
     return f"Xid {xid}{where}{bus}: {action}"
 
 
+# More digits than this are no Xid, DCGM id or GPU index. Python refuses to
+# convert numbers of over 4300 digits (a ValueError, not a parse failure) because
+# the conversion is quadratic in their length, so long ones are not converted.
+_MAX_DIGITS = 18
+
+
+def _number(digits: str) -> int | None:
+    significant = digits.lstrip("0") or "0"
+    return int(significant) if len(significant) <= _MAX_DIGITS else None
+
+
 def _parse(pattern: re.Pattern[str], message: str) -> tuple[int, int | None] | None:
     match = pattern.search(message)
     if match is None:
         return None
-    gpu = int(match.group(2)) if match.group(2) is not None else None
+    number = _number(match.group(1))
+    if number is None:
+        return None
+    gpu = _number(match.group(2)) if match.group(2) is not None else None
     # GPU indices are bounded (models.GpuIndex); a larger number is not an index.
-    return int(match.group(1)), gpu if gpu is not None and gpu <= 63 else None
+    return number, gpu if gpu is not None and gpu <= 63 else None
 
 
 def parse_message_xid(message: str) -> tuple[int, int | None] | None:

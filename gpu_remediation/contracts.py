@@ -57,6 +57,12 @@ class QuarantineNodeInput(NodeInput):
     """Cordon the node and add the NoSchedule quarantine taint."""
 
     taint_key: str = QUARANTINE_TAINT_KEY
+    held: bool = Field(
+        default=False,
+        description="The incident is held by an open breaker: marked so that the quarantine "
+        "alone does not count the node as unhealthy (held nodes must not keep the breaker "
+        "open by themselves).",
+    )
 
 
 class QuarantineResult(Model):
@@ -208,6 +214,12 @@ class CheckBreakerInput(Model):
     """Count a node pool's nodes and how many of them look unhealthy."""
 
     node_pool: str | None
+    node_selector: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="For a node in no pool: the GPU nodes' label selector to judge it against "
+        "(never the whole cluster, CPU nodes included).",
+    )
 
 
 class PoolHealth(Model):

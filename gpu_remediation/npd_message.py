@@ -227,11 +227,18 @@ def format_message(
     parts = [format_finding(f) for f in [*ranked, *trailer]]
     if not parts:
         raise ValueError("format_message needs at least one finding or note")
+    # Each candidate's length from a running sum: joining every candidate to
+    # measure it was quadratic in the number of findings (issue 35).
+    before = [0]
+    for part in parts:
+        before.append(before[-1] + len(part))
     for keep in range(len(parts), 0, -1):
         dropped = len(parts) - keep
-        candidate = SEPARATOR.join(parts[:keep] + ([f"+{dropped} more"] if dropped else []))
-        if len(candidate) <= max_bytes:
-            return candidate
+        marker = [f"+{dropped} more"] if dropped else []
+        items = keep + len(marker)
+        length = before[keep] + sum(len(m) for m in marker) + len(SEPARATOR) * (items - 1)
+        if length <= max_bytes:
+            return SEPARATOR.join(parts[:keep] + marker)
     # Even the first finding alone is too long: shorten its text, keep its head.
     more = f"{SEPARATOR}+{len(parts) - 1} more" if len(parts) > 1 else ""
     return _short(parts[0], max_bytes - len(more)) + more

@@ -142,6 +142,17 @@ class BreakerPolicy(PolicyModel):
     per_pool: dict[str, float] = Field(
         default_factory=dict, description="Pool name to its own max_unhealthy_fraction."
     )
+    recheck_interval: Duration = Field(
+        default=timedelta(minutes=5),
+        gt=timedelta(0),
+        description="While the breaker holds an incident, look at the pool again this often.",
+    )
+    max_hold: Duration = Field(
+        default=timedelta(days=3),
+        gt=timedelta(0),
+        description="An incident held this long by an open breaker, its signal still in "
+        "force, is handed to a person.",
+    )
 
     @model_validator(mode="after")
     def _fractions(self) -> BreakerPolicy:

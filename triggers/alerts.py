@@ -1,7 +1,12 @@
 """Alertmanager webhook (version 4): the payload's models and the alert-to-evidence mapping.
 
-The receiver (``triggers.receiver``) validates every request body against
-:class:`WebhookPayload` before it acts on anything, then maps each alert with
+The receiver (``triggers.receiver``) validates every request body as a
+:class:`ReceivedPayload` before it acts on anything: the envelope as a whole
+(a broken one is refused with everything in it), each alert on its own, so
+that one bad alert (too many labels, an oversized annotation, a broken time)
+is refused alone as a :class:`RefusedAlert` and the others of its group go
+on. :class:`WebhookPayload` is the same body with every alert required valid
+(the published schema). The receiver then maps each valid alert with
 :func:`map_alerts`: the node comes from the first configured label the alert
 carries (``TriggerPolicy.alert_node_labels``), the evidence is an
 :class:`~gpu_remediation.models.AlertEvidence` whose labels the classifier reads
@@ -20,9 +25,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    model_validator,
+)
 
 from gpu_remediation.catalog import ALERT_FAULT_CLASS_LABEL, ALERT_XID_LABELS
 from gpu_remediation.ids import is_valid_node_name
@@ -51,6 +65,19 @@ Annotations = Annotated[
 ]
 
 
+def _time_text(value: Any) -> Any:
+    # A time is RFC 3339 text, as in JSON; the lax parse below takes text only,
+    # so an alert validated from Python objects (one alert at a time, see
+    # ReceivedPayload) reads its times exactly as the JSON parser does.
+    if isinstance(value, str | datetime):
+        return value
+    raise ValueError("Input should be a valid datetime (RFC 3339 text)")
+
+
+Time = Annotated[AwareDatetime, BeforeValidator(_time_text), Field(strict=False)]
+"""An aware time, written as RFC 3339 text (a number is not a time)."""
+
+
 class _Webhook(BaseModel):
     # Unknown fields are ignored, not refused: Alertmanager adds fields within
     # version "4" (truncatedAlerts came later), and a 4xx answer makes it drop
@@ -64,10 +91,8 @@ class Alert(_Webhook):
     status: Literal["firing", "resolved"]
     labels: Labels
     annotations: Annotations = Field(default_factory=dict)
-    starts_at: AwareDatetime = Field(alias="startsAt")
-    ends_at: AwareDatetime = Field(
-        alias="endsAt", description="0001-01-01T00:00:00Z while the alert fires."
-    )
+    starts_at: Time = Field(alias="startsAt")
+    ends_at: Time = Field(alias="endsAt", description="0001-01-01T00:00:00Z while the alert fires.")
     generator_url: str = Field(default="", alias="generatorURL", max_length=4096)
     fingerprint: str = Field(pattern=_FINGERPRINT)
 
@@ -78,8 +103,8 @@ class Alert(_Webhook):
         return self
 
 
-class WebhookPayload(_Webhook):
-    """The body Alertmanager posts to a webhook receiver (``version`` "4")."""
+class WebhookEnvelope(_Webhook):
+    """What Alertmanager's webhook body (``version`` "4") says besides its alerts."""
 
     version: Literal["4"]
     group_key: str = Field(alias="groupKey", max_length=16384)
@@ -90,7 +115,77 @@ class WebhookPayload(_Webhook):
     common_labels: Labels = Field(default_factory=dict, alias="commonLabels")
     common_annotations: Annotations = Field(default_factory=dict, alias="commonAnnotations")
     external_url: str = Field(default="", alias="externalURL", max_length=4096)
+
+
+class WebhookPayload(WebhookEnvelope):
+    """The body Alertmanager posts to a webhook receiver (``version`` "4"), every alert valid."""
+
     alerts: list[Alert] = Field(min_length=1, max_length=MAX_ALERTS)
+
+
+_ALERT_PROBLEMS = 5
+"""Problems named per refused alert (then a count of the rest)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedAlert:
+    """An alert of a received payload that is not a valid alert; the payload's others go on.
+
+    Attributes:
+        problems: What is wrong, by path within the alert (``labels: ...``).
+        fingerprint: Its ``fingerprint`` as sent, when that is a string (shortened).
+        alertname: Its ``alertname`` label as sent, when there is one (shortened).
+        status: Its ``status`` when that is valid, else None.
+    """
+
+    problems: tuple[str, ...]
+    fingerprint: str = ""
+    alertname: str = ""
+    status: Literal["firing", "resolved"] | None = None
+
+    @property
+    def reason(self) -> str:
+        """The problems in one line."""
+        return "invalid alert: " + "; ".join(self.problems)
+
+
+def _sent_text(value: object, limit: int) -> str:
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def _alert_or_refusal(raw: object) -> Alert | RefusedAlert:
+    """Validate one alert of a received payload; a refusal names what is wrong."""
+    if isinstance(raw, Alert):
+        return raw
+    try:
+        return Alert.model_validate(raw)
+    except ValidationError as err:
+        fields = raw if isinstance(raw, dict) else {}
+        labels = fields.get("labels")
+        status = fields.get("status")
+        return RefusedAlert(
+            problems=tuple(payload_problems(err, limit=_ALERT_PROBLEMS)),
+            fingerprint=_sent_text(fields.get("fingerprint"), 128),
+            alertname=_sent_text(
+                labels.get("alertname") if isinstance(labels, dict) else None, 128
+            ),
+            status=status if status in ("firing", "resolved") else None,
+        )
+
+
+class ReceivedPayload(WebhookEnvelope):
+    """A webhook body as the receiver takes it: the envelope valid, each alert valid or refused.
+
+    The envelope's fields are validated as in :class:`WebhookPayload`, and the
+    alert list must be a list of 1 to ``MAX_ALERTS`` entries; each entry is then
+    validated on its own, becoming an :class:`Alert` or a :class:`RefusedAlert`.
+    """
+
+    alerts: list[Annotated[Alert | RefusedAlert, PlainValidator(_alert_or_refusal)]] = Field(
+        min_length=1, max_length=MAX_ALERTS
+    )
 
 
 def _shorten(value: object, limit: int = 80) -> str:
@@ -273,7 +368,7 @@ class MappedAlert:
     alert: Alert
     lookup: NodeLookup
     report_id: str
-    payload: WebhookPayload
+    payload: WebhookEnvelope
     received_at: datetime
     trust_fault_class: bool = False
 
@@ -299,13 +394,16 @@ class MappedAlert:
 
 
 def map_alerts(
-    payload: WebhookPayload,
+    payload: WebhookPayload | ReceivedPayload,
     node_labels: Sequence[str],
     *,
     received_at: datetime | None = None,
     trust_fault_class: bool = False,
 ) -> list[MappedAlert]:
-    """Map every alert of a payload to its node and report id, in payload order.
+    """Map every valid alert of a payload to its node and report id, in payload order.
+
+    Refused alerts (see :func:`refused_alerts`) are left out; each mapped
+    alert keeps its index in the payload.
 
     Args:
         payload: The validated notification.
@@ -332,7 +430,13 @@ def map_alerts(
             trust_fault_class,
         )
         for index, alert in enumerate(payload.alerts)
+        if isinstance(alert, Alert)
     ]
+
+
+def refused_alerts(payload: ReceivedPayload) -> list[tuple[int, RefusedAlert]]:
+    """The payload's refused alerts, each with its index in the payload."""
+    return [(i, a) for i, a in enumerate(payload.alerts) if isinstance(a, RefusedAlert)]
 
 
 def zero_time(value: datetime) -> bool:

@@ -30,6 +30,7 @@ RECEIVER_IN_FLIGHT = PREFIX + "receiver_requests_in_flight"
 RECEIVER_ALERTS = PREFIX + "receiver_alerts_total"
 WATCHER_REPORTS = PREFIX + "watcher_reports_total"
 WATCHER_REPORTS_DROPPED = PREFIX + "watcher_reports_dropped_total"
+WATCHER_REPORTS_REFUSED = PREFIX + "watcher_reports_refused_total"
 WATCHER_DELIVERY_FAILURES = PREFIX + "watcher_delivery_failures_total"
 WATCHER_OUTBOX = PREFIX + "watcher_outbox_reports"
 WATCHER_LISTS = PREFIX + "watcher_node_lists"
@@ -79,7 +80,7 @@ class ReceiverMetrics:
         self.alerts = Counter(
             _base(RECEIVER_ALERTS),
             "Alerts received, by what became of them (delivered, duplicate, no_incident, "
-            "unmapped, unknown_node).",
+            "unmapped, unknown_node, refused).",
             ["outcome"],
             registry=self.registry,
         )
@@ -131,7 +132,7 @@ class RequestMetricsMiddleware:
 
 
 class WatcherMetrics:
-    """Reports delivered, dropped and waiting; node lists taken."""
+    """Reports delivered, dropped, refused and waiting; node lists taken."""
 
     def __init__(self) -> None:
         self.registry = _registry()
@@ -143,12 +144,20 @@ class WatcherMetrics:
         )
         self.dropped = Counter(
             _base(WATCHER_REPORTS_DROPPED),
-            "Reports Temporal refused for good (logged as errors).",
+            "Reports refused for good as invalid (by validation or Temporal's "
+            "INVALID_ARGUMENT; logged as errors).",
+            registry=self.registry,
+        )
+        self.refused = Counter(
+            _base(WATCHER_REPORTS_REFUSED),
+            "New reports refused for lack of room, by reason (node_queue_full, outbox_full; "
+            "logged as warnings).",
+            ["reason"],
             registry=self.registry,
         )
         self.delivery_failures = Counter(
             _base(WATCHER_DELIVERY_FAILURES),
-            "Delivery attempts that found Temporal unavailable (the reports wait).",
+            "Report deliveries Temporal did not take (the reports wait and are retried).",
             registry=self.registry,
         )
         self.outbox = Gauge(WATCHER_OUTBOX, "Reports waiting for Temporal.", registry=self.registry)

@@ -7,13 +7,23 @@ its node's incident through :class:`~triggers.starter.IncidentStarter`
 resolved alert is sent to the node's open incident as clearing evidence, and
 starts nothing when no incident is open. Answers:
 
-* 200 when every alert that names a node was delivered; alerts that name no
-  node, or a value that is not a node name, are reported per alert in the body;
-* 401 without the right token; 413 for a body over the size limit;
-* 422 for a payload that is not a valid version 4 webhook (nothing is started);
-* 503 when Temporal cannot take the reports now (Alertmanager retries; every
-  report is idempotent, so a retry delivers nothing twice); 502 when Temporal
-  refuses for another reason.
+* 200 when every valid alert that names a node was delivered; alerts that
+  name no node, or a value that is not a node name, and alerts that are
+  refused (``refused``: the alert itself is invalid, e.g. 72 labels or a
+  70 kB annotation, or Temporal refused its report as invalid) are reported
+  per alert in the body, each with its index, fingerprint, alertname and
+  reason. Validation is per alert: one bad alert never holds back its group;
+* 401 without the right token; 413 for a body over the size limit (the bound
+  on what one request may cost);
+* 422 for a body whose envelope is not a valid version 4 webhook (not JSON,
+  wrong version, no alert list, ...; nothing is started);
+* 503 when Temporal could not take a report now (unavailable, INTERNAL, a
+  timeout, ...) even after ``delivery_attempts`` tries within the request
+  (a short backoff between them, all within ``delivery_timeout``):
+  Alertmanager retries 5xx (never 4xx), and every report is idempotent, so its
+  retry delivers nothing twice; 502 when Temporal refuses for a reason an
+  operator must fix (permissions, unknown namespace; retried by Alertmanager
+  too).
 
 What an alert says is not all taken at its word (docs/security.md, "Alerts"):
 a ``fault_class`` label is dropped unless the policy trusts it
@@ -51,9 +61,18 @@ from temporalio.service import RPCError
 from typing_extensions import TypedDict
 
 from gpu_remediation.catalog import ALERT_FAULT_CLASS_LABEL
-from triggers.alerts import MappedAlert, WebhookPayload, map_alerts, payload_problems
+from triggers.alerts import (
+    MappedAlert,
+    ReceivedPayload,
+    RefusedAlert,
+    WebhookPayload,
+    map_alerts,
+    payload_problems,
+    refused_alerts,
+)
 from triggers.metrics import ReceiverMetrics, RequestMetricsMiddleware
-from triggers.starter import IncidentStarter, TemporalUnavailableError
+from triggers.report_outbox import backoff_delay
+from triggers.starter import IncidentStarter, TemporalUnavailableError, is_invalid, is_transient
 
 ALERTS_PATH = "/v1/alerts"
 HEALTH_PATH = "/healthz"
@@ -64,6 +83,12 @@ MIN_TOKEN_LENGTH = 16
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_DELIVERY_TIMEOUT = 10.0
+DEFAULT_DELIVERY_ATTEMPTS = 3
+"""Tries of one report within a request when Temporal fails transiently."""
+RETRY_BACKOFF_INITIAL = 0.1
+"""Seconds before the second try (doubling after each further failure)."""
+RETRY_BACKOFF_MAX = 1.0
+"""Longest pause between two tries within a request, seconds."""
 DEFAULT_DEDUP_SIZE = 100_000
 DEFAULT_DEDUP_TTL = 300.0
 READY_TIMEOUT = timedelta(seconds=2)
@@ -76,7 +101,9 @@ log = logging.getLogger("gpu_remediation.receiver")
 _BEARER = HTTPBearer(auto_error=False, description="The receiver's token (see the README).")
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
 
-AlertOutcome = Literal["delivered", "duplicate", "no_incident", "unmapped", "unknown_node"]
+AlertOutcome = Literal[
+    "delivered", "duplicate", "no_incident", "unmapped", "unknown_node", "refused"
+]
 
 
 class AlertResult(TypedDict):
@@ -84,7 +111,9 @@ class AlertResult(TypedDict):
 
     index: int
     fingerprint: str
-    status: Literal["firing", "resolved"]
+    alertname: str | None
+    status: Literal["firing", "resolved"] | None
+    """None for a refused alert whose status is not valid."""
     outcome: AlertOutcome
     node: str | None
     workflow_id: str | None
@@ -100,6 +129,7 @@ class ReceiveResult(TypedDict):
     no_incident: int
     unmapped: int
     unknown_node: int
+    refused: int
     truncated_alerts: int
     results: list[AlertResult]
 
@@ -197,15 +227,22 @@ class AlertDelivery:
         client: The starter's Temporal client (signals to open incidents, readiness).
         max_in_flight: Temporal calls in flight at once, over all requests.
         dedup: The memory of recent deliveries.
+        attempts: Tries of one report when Temporal fails transiently (at least 1).
     """
 
     def __init__(
-        self, starter: IncidentStarter, client: Client, max_in_flight: int, dedup: RecentDeliveries
+        self,
+        starter: IncidentStarter,
+        client: Client,
+        max_in_flight: int,
+        dedup: RecentDeliveries,
+        attempts: int = DEFAULT_DELIVERY_ATTEMPTS,
     ) -> None:
         self._starter = starter
         self._client = client
         self._gate = asyncio.Semaphore(max_in_flight)
         self._dedup = dedup
+        self._attempts = attempts
         self._workflow_ids: dict[str, str] = {}
 
     def _workflow_id(self, node: str) -> str:
@@ -221,51 +258,94 @@ class AlertDelivery:
     async def deliver_all(self, mapped: Sequence[MappedAlert]) -> list[AlertResult]:
         """Deliver every alert that names a node; fail fast on the first Temporal error.
 
+        A report Temporal fails transiently is tried again (``attempts`` in
+        all) before it counts as an error. A report that is invalid (its
+        evidence fails validation, or Temporal answers INVALID_ARGUMENT) is no
+        error: its alert's outcome is ``refused`` and the others go on.
+
+        Returns:
+            One result per alert of ``mapped``, in payload order.
+
         Raises:
             TemporalUnavailableError: If Temporal could not take a report now.
             temporalio.service.RPCError: If Temporal refused a report otherwise.
         """
+        # By position in ``mapped`` (refused alerts are not in it, so an alert's
+        # index in the payload may be larger).
         results: list[AlertResult | None] = [None] * len(mapped)
-        first: dict[str, asyncio.Task[tuple[AlertOutcome, bool]]] = {}
-        waiting: list[tuple[MappedAlert, str, asyncio.Task[tuple[AlertOutcome, bool]], bool]] = []
+        first: dict[str, asyncio.Task[Delivered]] = {}
+        waiting: list[tuple[int, MappedAlert, str, asyncio.Task[Delivered], bool]] = []
         try:
             async with asyncio.TaskGroup() as group:
-                for m in mapped:
+                for position, m in enumerate(mapped):
                     if m.lookup.node is None:
                         assert m.lookup.problem is not None
-                        results[m.index] = _result(m, m.lookup.problem, detail=m.lookup.detail)
+                        results[position] = _result(m, m.lookup.problem, detail=m.lookup.detail)
                         continue
                     workflow_id = self._workflow_id(m.lookup.node)
                     key = f"{workflow_id}|{m.report_id}"
                     known = self._dedup.recent(key) if self._dedup.enabled else None
                     if known is not None:
-                        results[m.index] = _result(m, "duplicate", workflow_id)
+                        results[position] = _result(m, "duplicate", workflow_id)
                         continue
                     task = first.get(key) if self._dedup.enabled else None
                     duplicate = task is not None
                     if task is None:
-                        task = group.create_task(self._dedup.once(key, self._sender(m)))
+                        task = group.create_task(self._deliver_one(key, m))
                         first[key] = task
-                    waiting.append((m, workflow_id, task, duplicate))
+                    waiting.append((position, m, workflow_id, task, duplicate))
         except BaseExceptionGroup as group_error:
             raise _most_telling(group_error) from None
-        for m, workflow_id, task, duplicate in waiting:
-            outcome, was_duplicate = task.result()
-            if duplicate or was_duplicate:
+        for position, m, workflow_id, task, duplicate in waiting:
+            outcome, was_duplicate, detail = task.result()
+            if outcome != "refused" and (duplicate or was_duplicate):
                 outcome = "duplicate"
-            results[m.index] = _result(m, outcome, workflow_id)
+            results[position] = _result(m, outcome, workflow_id, detail)
         return [r for r in results if r is not None]
+
+    async def _deliver_one(self, key: str, m: MappedAlert) -> Delivered:
+        """Deliver one alert once (see :class:`RecentDeliveries`); an invalid report is refused."""
+        try:
+            outcome, duplicate = await self._dedup.once(key, self._sender(m))
+        except Exception as err:
+            if not is_invalid(err):
+                raise
+            return "refused", False, _invalid_reason(err)
+        return outcome, duplicate, ""
 
     def _sender(self, m: MappedAlert) -> Callable[[], Awaitable[AlertOutcome]]:
         async def send() -> AlertOutcome:
-            assert m.lookup.node is not None
-            async with self._gate:
-                if m.alert.status == "firing":
-                    await self._starter.report(m.lookup.node, [m.evidence()], report_id=m.report_id)
-                    return "delivered"
-                return await self._clear(m.lookup.node, m)
+            attempt = 1
+            while True:
+                try:
+                    async with self._gate:
+                        return await self._send(m)
+                except Exception as err:
+                    if attempt >= self._attempts or not is_transient(err):
+                        raise
+                    failure = err
+                # Outside the gate: a backing-off report holds no Temporal slot.
+                delay = backoff_delay(attempt, RETRY_BACKOFF_INITIAL, RETRY_BACKOFF_MAX)
+                attempt += 1
+                log.info(
+                    "alert %s: %s; try %d of %d in %.1fs",
+                    m.alert.fingerprint,
+                    failure,
+                    attempt,
+                    self._attempts,
+                    delay,
+                    extra={"node": m.lookup.node},
+                )
+                await asyncio.sleep(delay)
 
         return send
+
+    async def _send(self, m: MappedAlert) -> AlertOutcome:
+        assert m.lookup.node is not None
+        if m.alert.status == "firing":
+            await self._starter.report(m.lookup.node, [m.evidence()], report_id=m.report_id)
+            return "delivered"
+        return await self._clear(m.lookup.node, m)
 
     async def _clear(self, node: str, m: MappedAlert) -> AlertOutcome:
         # A resolution must not open an incident: only the open one hears of it.
@@ -287,6 +367,10 @@ class AlertDelivery:
         )
 
 
+Delivered = tuple[AlertOutcome, bool, str]
+"""An alert's outcome, whether it was a duplicate, and why it was refused ("" otherwise)."""
+
+
 def _result(
     m: MappedAlert, outcome: AlertOutcome, workflow_id: str | None = None, detail: str = ""
 ) -> AlertResult:
@@ -294,12 +378,35 @@ def _result(
     return {
         "index": m.index,
         "fingerprint": m.alert.fingerprint,
+        "alertname": m.alert.labels.get("alertname"),
         "status": m.alert.status,
         "outcome": outcome,
         "node": m.lookup.node,
         "workflow_id": workflow_id,
         "detail": detail,
     }
+
+
+def _refused_result(index: int, refused: RefusedAlert) -> AlertResult:
+    return {
+        "index": index,
+        "fingerprint": refused.fingerprint,
+        "alertname": refused.alertname or None,
+        "status": refused.status,
+        "outcome": "refused",
+        "node": None,
+        "workflow_id": None,
+        "detail": refused.reason,
+    }
+
+
+def _invalid_reason(err: Exception) -> str:
+    """Why a report was refused as invalid, in one bounded line."""
+    if isinstance(err, RPCError):
+        return f"Temporal refused the report as invalid ({err.status.name}): {err.message[:512]}"
+    if isinstance(err, ValidationError):
+        return "invalid report: " + "; ".join(payload_problems(err, limit=5))
+    return f"invalid report: {str(err)[:512]}"
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -310,12 +417,14 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 def _most_telling(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error to answer with: unavailable first, then other refusals, else the group."""
+    """The error to answer with: transient first, then other refusals, else the group."""
     leaves = _leaves(group)
-    for kind in (TemporalUnavailableError, RPCError):
-        for err in leaves:
-            if isinstance(err, kind):
-                return err
+    for err in leaves:
+        if is_transient(err):
+            return err
+    for err in leaves:
+        if isinstance(err, RPCError):
+            return err
     return group
 
 
@@ -372,7 +481,7 @@ def _log_distrust(mapped: Sequence[MappedAlert]) -> None:
         )
 
 
-def _summary(payload: WebhookPayload, results: Sequence[AlertResult]) -> ReceiveResult:
+def _summary(payload: ReceivedPayload, results: Sequence[AlertResult]) -> ReceiveResult:
     counts = dict.fromkeys(get_args(AlertOutcome), 0)
     for r in results:
         counts[r["outcome"]] += 1
@@ -383,6 +492,7 @@ def _summary(payload: WebhookPayload, results: Sequence[AlertResult]) -> Receive
         "no_incident": counts["no_incident"],
         "unmapped": counts["unmapped"],
         "unknown_node": counts["unknown_node"],
+        "refused": counts["refused"],
         "truncated_alerts": payload.truncated_alerts,
         "results": list(results),
     }
@@ -396,6 +506,7 @@ def create_app(
     node_labels: Sequence[str] | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
+    delivery_attempts: int = DEFAULT_DELIVERY_ATTEMPTS,
     dedup_size: int = DEFAULT_DEDUP_SIZE,
     dedup_ttl: float = DEFAULT_DEDUP_TTL,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -412,10 +523,15 @@ def create_app(
         max_in_flight: Temporal calls in flight at once, over all requests.
         delivery_timeout: Seconds a request may spend on Temporal before it is
             answered 503 (Alertmanager retries; nothing is delivered twice).
+        delivery_attempts: Tries of one report within a request when Temporal
+            fails transiently (unavailable, INTERNAL, a timeout...), 0.1 s,
+            then 0.2 s... apart (at most 1 s), all within ``delivery_timeout``;
+            still failing, the request is answered 503 and Alertmanager retries.
         dedup_size: Recent deliveries remembered to answer duplicates without a
             Temporal call (0: every alert is sent; the workflow still dedups).
         dedup_ttl: Seconds a delivery is remembered.
-        max_body_bytes: Larger bodies are refused with 413.
+        max_body_bytes: Larger bodies are refused with 413 (what bounds the
+            memory and time one request may cost; alerts are validated one by one).
         metrics: Where requests and alerts are counted (served on ``/metrics``);
             a fresh registry by default.
 
@@ -424,16 +540,22 @@ def create_app(
     """
     if len(token) < MIN_TOKEN_LENGTH:
         raise ValueError(f"the receiver token must have at least {MIN_TOKEN_LENGTH} characters")
-    if max_in_flight < 1 or delivery_timeout <= 0 or max_body_bytes < 1 or dedup_size < 0:
+    if (
+        max_in_flight < 1
+        or delivery_timeout <= 0
+        or delivery_attempts < 1
+        or max_body_bytes < 1
+        or dedup_size < 0
+    ):
         raise ValueError(
-            "max_in_flight, delivery_timeout and max_body_bytes must be positive, "
-            "dedup_size at least 0"
+            "max_in_flight, delivery_timeout, delivery_attempts and max_body_bytes must be "
+            "positive, dedup_size at least 0"
         )
     labels = list(node_labels or starter.policy.triggers.alert_node_labels)
     trust_fault_class = starter.policy.triggers.trust_alert_fault_class
     expected = _token_digest(token)
     dedup = RecentDeliveries(dedup_size, dedup_ttl, time.monotonic)
-    delivery = AlertDelivery(starter, client, max_in_flight, dedup)
+    delivery = AlertDelivery(starter, client, max_in_flight, dedup, delivery_attempts)
 
     def authorize(credentials: BearerCredentials) -> None:
         if credentials is None or not hmac.compare_digest(
@@ -464,8 +586,12 @@ def create_app(
         responses={
             401: {"model": Problem, "description": "Missing or wrong bearer token."},
             413: {"model": Problem, "description": "Body over the size limit."},
-            422: {"model": Problem, "description": "Not a valid version 4 payload."},
-            502: {"model": Problem, "description": "Temporal refused a report."},
+            422: {
+                "model": Problem,
+                "description": "Not a valid version 4 payload (its envelope: an invalid "
+                "alert is refused alone, in a 200 answer).",
+            },
+            502: {"model": Problem, "description": "Temporal refused a report; retry."},
             503: {"model": Problem, "description": "Temporal unavailable; retry."},
         },
         openapi_extra={
@@ -479,11 +605,12 @@ def create_app(
     )
     async def receive(request: Request) -> Any:
         # The body is read and validated here rather than by FastAPI, so that a
-        # request without the token is refused before its body is read, and a
-        # bad payload gets a 422 naming its problems by path.
+        # request without the token is refused before its body is read, a bad
+        # envelope gets a 422 naming its problems by path, and a bad alert is
+        # refused alone (ReceivedPayload validates each alert on its own).
         body = await _read_body(request, max_body_bytes)
         try:
-            payload = WebhookPayload.model_validate_json(body)
+            payload = ReceivedPayload.model_validate_json(body)
         except ValidationError as err:
             problems = payload_problems(err)
             log.warning("refused an invalid payload: %s", "; ".join(problems))
@@ -500,25 +627,32 @@ def create_app(
         _log_distrust(mapped)
         try:
             async with asyncio.timeout(delivery_timeout):
-                results = await delivery.deliver_all(mapped)
+                delivered = await delivery.deliver_all(mapped)
         except TimeoutError:
             log.warning("Temporal did not take the reports within %ss", delivery_timeout)
             detail = f"Temporal did not answer within {delivery_timeout:g}s; retry"
             return _problem(503, detail, **{"Retry-After": "10"})
-        except TemporalUnavailableError as err:
-            log.warning("Temporal unavailable: %s", err)
-            return _problem(503, f"{err}; retry", **{"Retry-After": "10"})
-        except RPCError as err:
-            log.error("Temporal refused a report: %s (%s)", err.message, err.status)
-            return _problem(502, f"Temporal refused a report: {err.message}")
+        except Exception as err:
+            if is_transient(err):
+                log.warning("Temporal unavailable: %s", err)
+                detail = str(err) if isinstance(err, TemporalUnavailableError) else repr(err)
+                return _problem(503, f"{detail}; retry", **{"Retry-After": "10"})
+            if isinstance(err, RPCError):
+                log.error("Temporal refused a report: %s (%s)", err.message, err.status)
+                return _problem(502, f"Temporal refused a report: {err.message}")
+            raise
+        refused = [_refused_result(index, alert) for index, alert in refused_alerts(payload)]
+        results = sorted([*delivered, *refused], key=lambda r: r["index"]) if refused else delivered
         summary = _summary(payload, results)
         for r in results:
             counted.alerts.labels(r["outcome"]).inc()
-            if r["outcome"] in ("unmapped", "unknown_node"):
+            if r["outcome"] in ("unmapped", "unknown_node", "refused"):
                 log.warning(
-                    "alert %s (index %d): %s",
-                    r["fingerprint"],
+                    "alert %s (index %d%s): %s%s",
+                    r["fingerprint"] or "without a fingerprint",
                     r["index"],
+                    f", {r['alertname']:.128}" if r["alertname"] else "",
+                    "refused, " if r["outcome"] == "refused" else "",
                     r["detail"],
                     extra={"node": r["node"], "workflow_id": r["workflow_id"]},
                 )
@@ -532,7 +666,7 @@ def create_app(
                 )
         log.info(
             "receiver %s: %d alerts, %d delivered, %d duplicates, %d without incident, "
-            "%d unmapped, %d unknown nodes",
+            "%d unmapped, %d unknown nodes, %d refused",
             payload.receiver,
             summary["received"],
             summary["delivered"],
@@ -540,6 +674,7 @@ def create_app(
             summary["no_incident"],
             summary["unmapped"],
             summary["unknown_node"],
+            summary["refused"],
         )
         # Serialised here: FastAPI would validate the thousands of results again.
         return Response(json.dumps(summary), media_type="application/json")

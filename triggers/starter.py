@@ -57,19 +57,54 @@ receiver of such a fleet keeps sending each further report in one call."""
 LOOKUP_RPC_TIMEOUT = timedelta(seconds=10)
 """Longest wait for one call of ``open_incidents`` (a list page or a state query)."""
 
-# RPC statuses that mean "the server could not take it now; try again later".
-_UNAVAILABLE = frozenset(
+TRANSIENT_STATUSES = frozenset(
     {
         RPCStatusCode.UNAVAILABLE,
         RPCStatusCode.DEADLINE_EXCEEDED,
         RPCStatusCode.RESOURCE_EXHAUSTED,
         RPCStatusCode.ABORTED,
+        RPCStatusCode.INTERNAL,
+        RPCStatusCode.UNKNOWN,
+        RPCStatusCode.CANCELLED,
     }
 )
+"""RPC statuses that mean "the server could not take it now; try again later".
+
+INTERNAL and UNKNOWN are among them: a server that fails one call (a
+persistence hiccup, a restarting history shard) takes the same call later,
+and a report must not be lost to it (issue 35)."""
+
+INVALID_STATUSES = frozenset({RPCStatusCode.INVALID_ARGUMENT})
+"""RPC statuses that mean the report itself is unacceptable: retrying cannot help."""
 
 
 class TemporalUnavailableError(RuntimeError):
-    """Temporal could not be reached or refused for now; the caller should retry later."""
+    """Temporal did not take the report now (a transient failure); retry later."""
+
+
+def is_transient(err: BaseException) -> bool:
+    """Whether what failed with ``err`` may succeed if simply tried again later.
+
+    True for :class:`TemporalUnavailableError`, an :class:`RPCError` with a
+    status in :data:`TRANSIENT_STATUSES`, and connection errors (``OSError``).
+    False for everything else, including refusals that need an operator
+    (permissions, an unknown namespace) and invalid reports.
+    """
+    if isinstance(err, TemporalUnavailableError | OSError):
+        return True
+    return isinstance(err, RPCError) and err.status in TRANSIENT_STATUSES
+
+
+def is_invalid(err: BaseException) -> bool:
+    """Whether ``err`` says the report itself is invalid (never worth retrying).
+
+    True for a ``ValueError`` (a pydantic validation failure, an invalid node
+    name) and an :class:`RPCError` with a status in :data:`INVALID_STATUSES`
+    (a payload the workflow cannot accept).
+    """
+    if isinstance(err, ValueError):
+        return True
+    return isinstance(err, RPCError) and err.status in INVALID_STATUSES
 
 
 class IncidentStarter:
@@ -152,8 +187,12 @@ class IncidentStarter:
 
         Raises:
             ValueError: If the node name or the evidence is invalid.
-            TemporalUnavailableError: If Temporal could not take the report now.
-            temporalio.service.RPCError: For any other refusal by the server.
+            TemporalUnavailableError: If Temporal could not take the report now
+                (any status of :data:`TRANSIENT_STATUSES`; retry later).
+            temporalio.service.RPCError: For any other refusal by the server:
+                INVALID_ARGUMENT for a report the workflow cannot accept
+                (:func:`is_invalid`), else permissions, an unknown namespace
+                and the like (the report is fine, the setup is not).
         """
         # Validate before touching Temporal: a bad report must start nothing.
         report = _evidence_report(node, evidence, report_id)
@@ -224,7 +263,9 @@ class IncidentStarter:
                 # time-skipping server): the incident exists now, so the next
                 # signal-with-start only signals it. The report id keeps it once.
                 if attempt == START_RACE_ATTEMPTS:
-                    raise
+                    raise TemporalUnavailableError(
+                        f"{workflow_id}: lost the start race {attempt} times; retry"
+                    ) from None
             except RPCError as err:
                 _raise_if_unavailable(err)
                 raise
@@ -298,8 +339,12 @@ class IncidentStarter:
 
         Raises:
             ValueError: If the node name or the evidence is invalid.
-            TemporalUnavailableError: If Temporal could not take the report now.
-            temporalio.service.RPCError: For any other refusal by the server.
+            TemporalUnavailableError: If Temporal could not take the report now
+                (any status of :data:`TRANSIENT_STATUSES`; retry later).
+            temporalio.service.RPCError: For any other refusal by the server:
+                INVALID_ARGUMENT for a report the workflow cannot accept
+                (:func:`is_invalid`), else permissions, an unknown namespace
+                and the like (the report is fine, the setup is not).
         """
         report = _evidence_report(node, evidence, report_id)
         handle = self._client.get_workflow_handle(self.workflow_id(report.node))
@@ -315,8 +360,12 @@ class IncidentStarter:
 
 def _raise_if_unavailable(err: RPCError) -> None:
     """Raise TemporalUnavailableError from ``err`` when retrying later can help."""
-    if err.status in _UNAVAILABLE:
+    if err.status == RPCStatusCode.UNAVAILABLE:
         raise TemporalUnavailableError(f"Temporal unavailable: {err.message}") from err
+    if err.status in TRANSIENT_STATUSES:
+        raise TemporalUnavailableError(
+            f"Temporal unavailable for now ({err.status.name}): {err.message}"
+        ) from err
 
 
 def _evidence_report(

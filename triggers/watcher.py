@@ -16,10 +16,16 @@ Two halves joined by an ``asyncio.Queue``:
   delivers its reports to Temporal in order. Problems go through
   :class:`~triggers.starter.IncidentStarter` (start or feed); recoveries
   are only signalled to a running incident, since a recovery alone must not
-  start one. While Temporal is unavailable, reports wait in an outbox and
-  are retried. After each listing, :class:`~triggers.unseen_recoveries.UnseenRecoveries`
-  looks up the cluster's open incidents so that a recovery nobody watched
-  (the watcher was down) is still sent.
+  start one. A report Temporal does not take (unavailable, INTERNAL, a
+  timeout: anything but a refusal of the report as invalid) waits in a
+  bounded queue of its node (:class:`~triggers.report_outbox.ReportOutbox`)
+  and is retried with backoff, ahead of the node's later reports; only an
+  invalid report is dropped (counted and logged), and a report that finds its
+  node's queue or the outbox full is refused (counted and logged) rather than
+  pushing out one already waiting. After each listing,
+  :class:`~triggers.unseen_recoveries.UnseenRecoveries` looks up the
+  cluster's open incidents so that a recovery nobody watched (the watcher was
+  down) is still sent.
 """
 
 from __future__ import annotations
@@ -29,8 +35,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,7 +50,8 @@ from triggers.admission_hook import AdmissionStarts
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
 from triggers.list_watch import ListWatch
 from triggers.metrics import WatcherMetrics
-from triggers.starter import IncidentStarter, TemporalUnavailableError
+from triggers.report_outbox import DEFAULT_PER_NODE, DEFAULT_TOTAL, ReportOutbox, backoff_delay
+from triggers.starter import IncidentStarter, is_invalid, is_transient
 from triggers.unseen_recoveries import UnseenRecoveries
 
 log = logging.getLogger("gpu_remediation.watcher")
@@ -54,8 +60,6 @@ _GONE = 410
 
 FLUSH_WIDTH = 32
 """Reports delivered at once (distinct nodes); 32 kept 200 changes/s at p50 39 ms."""
-FLUSH_SCAN = 4 * FLUSH_WIDTH
-"""Outbox entries a wave looks through for distinct nodes."""
 
 
 class NodeConditions(Model):
@@ -182,7 +186,9 @@ class ReportDelivery:
         Raises:
             TemporalUnavailableError: Temporal could not take it now (retry later).
             ValueError: The report is invalid (a bug upstream; not retried).
-            temporalio.service.RPCError: Temporal refused it for another reason.
+            temporalio.service.RPCError: Temporal refused it for another reason:
+                INVALID_ARGUMENT (not retried), or permissions and the like
+                (retried: the report is fine, the setup is not).
         """
         if report.kind != "clear":
             await self._starter.report(report.node, [report.evidence], report_id=report.report_id)
@@ -215,6 +221,9 @@ class NodeConditionWatcher:
         clock: Returns "now" (UTC).
         metrics: Where to count reports and lists (the watch command serves them).
         delivery: Where reports go (default: the starter's incidents, :class:`ReportDelivery`).
+        max_pending_per_node: Reports one node may have waiting for Temporal;
+            a further one is refused (counted and logged).
+        max_pending: Reports all nodes may have waiting; a further one is refused.
     """
 
     def __init__(
@@ -231,6 +240,8 @@ class NodeConditionWatcher:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: WatcherMetrics | None = None,
         delivery: ReportDelivery | None = None,
+        max_pending_per_node: int = DEFAULT_PER_NODE,
+        max_pending: int = DEFAULT_TOTAL,
     ) -> None:
         triggers = starter.policy.triggers
         self.selector = triggers.node_selector if selector is None else selector
@@ -240,7 +251,13 @@ class NodeConditionWatcher:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._clock = clock
-        self._outbox: deque[ConditionReport] = deque()
+        self._outbox = ReportOutbox(
+            per_node=max_pending_per_node,
+            total=max_pending,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
+            clock=time.monotonic,
+        )
         self._retry_at = 0.0
         self._delivery_failures = 0
         self._queue: asyncio.Queue[NodeEvent] | None = None
@@ -277,6 +294,11 @@ class NodeConditionWatcher:
     def pending(self) -> int:
         """Reports waiting for Temporal."""
         return len(self._outbox)
+
+    @property
+    def refused(self) -> dict[str, int]:
+        """Reports refused because their node's queue or the outbox was full, by reason."""
+        return {reason: count for reason, count in self._outbox.refused.items()}
 
     def _emit(self, event: NodeEvent) -> None:
         # Called from the source's thread.
@@ -328,7 +350,7 @@ class NodeConditionWatcher:
                         report.report_id,
                         extra=self._log_extra(report),
                     )
-                self._outbox.extend(reports)
+                self._enqueue(reports)
                 await self._flush()
                 await self.admissions.flush()
         finally:
@@ -376,71 +398,103 @@ class NodeConditionWatcher:
             workflow_id = None
         return {"node": report.node, "workflow_id": workflow_id}
 
+    def _enqueue(self, reports: Iterable[ConditionReport]) -> None:
+        """Queue reports for delivery; log and count each one refused for lack of room."""
+        for report in reports:
+            reason = self._outbox.add(report)
+            if reason is None:
+                continue
+            log.warning(
+                "%s: report %s refused, no room (%s: %d of this node's and %d in all wait "
+                "for Temporal); %d refused so far",
+                report.node,
+                report.report_id,
+                reason,
+                self._outbox.waiting(report.node),
+                len(self._outbox),
+                sum(self._outbox.refused.values()),
+                extra=self._log_extra(report),
+            )
+            if self._metrics is not None:
+                self._metrics.refused.labels(reason).inc()
+
     async def _flush(self) -> None:
-        """Deliver the outbox, in order per node; on unavailability keep the rest.
+        """Deliver the outbox, in order per node; what Temporal does not take waits.
 
         Reports go out in waves of up to ``FLUSH_WIDTH`` at once, at most one per
-        node, taken from the head of the outbox: one at a time the watcher fell
-        behind at 200 changes/s on 10,000 nodes (``bench/watcher``), while a
-        node's own reports must still reach its incident in the order seen.
+        node: one at a time the watcher fell behind at 200 changes/s on 10,000
+        nodes (``bench/watcher``), while a node's own reports must still reach
+        its incident in the order seen.
+
+        A report that fails for any reason but its own invalidity stays at the
+        head of its node's queue and the node backs off exponentially; the
+        other nodes go on. A wave of several reports that all fail says that
+        Temporal itself is in trouble: the whole flush then backs off too, so
+        an outage costs one wave per backoff rather than one per node.
         """
-        while self._outbox and time.monotonic() >= self._retry_at:
-            wave, scanned = self._next_wave()
+        if time.monotonic() < self._retry_at:
+            return
+        self._outbox.release_due()
+        failed: list[tuple[ConditionReport, Exception]] = []
+        node_delay = 0.0
+        while wave := self._outbox.take(FLUSH_WIDTH):
             outcomes = await asyncio.gather(
                 *(self._delivery.deliver(report) for report in wave), return_exceptions=True
             )
-            unavailable: TemporalUnavailableError | None = None
-            unexpected: BaseException | None = None
-            done: set[int] = set()
+            fatal: BaseException | None = None
+            taken = 0
             for report, outcome in zip(wave, outcomes, strict=True):
-                if isinstance(outcome, TemporalUnavailableError):
-                    unavailable = outcome  # stays at its place in the outbox
-                elif isinstance(outcome, (RPCError, ValueError)):
-                    self._dropped(report, outcome)
-                    done.add(id(report))
-                elif isinstance(outcome, BaseException):
-                    unexpected = unexpected or outcome  # stays; raised below
-                else:
+                if not isinstance(outcome, BaseException):
+                    self._outbox.done(report)
                     self._sent(report)
-                    done.add(id(report))
-            head = [self._outbox.popleft() for _ in range(scanned)]
-            self._outbox.extendleft(reversed([r for r in head if id(r) not in done]))
-            if unexpected is not None:
-                raise unexpected
-            if unavailable is not None:
+                    taken += 1
+                elif not isinstance(outcome, Exception):
+                    self._outbox.failed(report)  # stays; cancellation and the like go up
+                    fatal = fatal or outcome
+                elif is_invalid(outcome):
+                    self._outbox.done(report)
+                    self._dropped(report, outcome)
+                    taken += 1
+                else:
+                    node_delay = self._outbox.failed(report)
+                    failed.append((report, outcome))
+            if fatal is not None:
+                raise fatal
+            if taken:
+                self._delivery_failures = 0
+            elif len(wave) > 1:
                 self._delivery_failures += 1
-                delay = min(
-                    self._backoff_initial * 2 ** (self._delivery_failures - 1), self._backoff_max
+                delay = backoff_delay(
+                    self._delivery_failures, self._backoff_initial, self._backoff_max
                 )
                 self._retry_at = time.monotonic() + delay
-                log.warning(
-                    "%s; %d report(s) wait, retrying in %.1fs",
-                    unavailable,
-                    len(self._outbox),
-                    delay,
-                )
-                if self._metrics is not None:
-                    self._metrics.delivery_failures.inc()
-                return
-            self._delivery_failures = 0
-
-    def _next_wave(self) -> tuple[list[ConditionReport], int]:
-        """The first report of each node at the outbox's head, and how many were scanned.
-
-        The scan is bounded so that a long run of one node's reports costs a
-        short wave, not a walk of the whole outbox.
-        """
-        wave: list[ConditionReport] = []
-        seen: set[str] = set()
-        scanned = 0
-        for report in self._outbox:
-            if len(wave) == FLUSH_WIDTH or scanned == FLUSH_SCAN:
+                node_delay = max(node_delay, delay)
                 break
-            scanned += 1
-            if report.node not in seen:
-                seen.add(report.node)
-                wave.append(report)
-        return wave, scanned
+        if failed:
+            self._log_failures(failed, node_delay)
+
+    def _log_failures(self, failed: list[tuple[ConditionReport, Exception]], delay: float) -> None:
+        """Say once per flush what Temporal did not take; every such report waits."""
+        transient = all(is_transient(err) for _, err in failed)
+        report, err = next(((r, e) for r, e in failed if not is_transient(e)), failed[0])
+        log.log(
+            logging.WARNING if transient else logging.ERROR,
+            "%s; %d report(s) of %d node(s) not taken (e.g. %s, report %s), "
+            "%d report(s) wait, retrying in %.1fs%s",
+            err,
+            len(failed),
+            len({r.node for r, _ in failed}),
+            report.node,
+            report.report_id,
+            len(self._outbox),
+            delay,
+            ""
+            if transient
+            else " (not a transient error: check the watcher's Temporal credentials and namespace)",
+            exc_info=err if not transient and not isinstance(err, RPCError) else None,
+        )
+        if self._metrics is not None:
+            self._metrics.delivery_failures.inc(len(failed))
 
     def _sent(self, report: ConditionReport) -> None:
         self.delivered.append(report)
@@ -449,8 +503,8 @@ class NodeConditionWatcher:
             self._metrics.reports.labels(report.kind).inc()
 
     def _dropped(self, report: ConditionReport, err: Exception) -> None:
-        # Refused for good (permissions, a bad name): retrying cannot help, and
-        # holding the outbox would starve every other node.
+        # Refused for good (invalid: a bad name, a payload the workflow cannot
+        # accept): retrying cannot help, and would hold back the node's later reports.
         log.error(
             "%s: report %s refused and dropped: %s",
             report.node,

@@ -8,7 +8,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from demo.summary import duration_text
 from whatif.chaos import render as render_chaos
 from whatif.options import CompareOptions
-from whatif.results import admission_table, table
+from whatif.results import admission_table, latency_warnings, table
 from whatif.runner import CompareRun, PolicyResult
 from whatif.runner import Progress as RunProgress
 
@@ -28,6 +28,7 @@ class CliCompare:
     def __init__(self, options: CompareOptions, *, out: Console, err: Console) -> None:
         self.options = options
         self.ui = err if options.json_output else out
+        self.err = err
         self.compare = CompareRun(options, ui=self.ui, on_progress=self._on_progress)
         self._bar = Progress(
             TextColumn("{task.description:<22}"),
@@ -59,6 +60,8 @@ class CliCompare:
         for result in results:
             if result.chaos is not None:
                 self.ui.print(render_chaos(result), markup=False, highlight=False)
+        for warning in latency_warnings(results):
+            self.err.print(warning, markup=False, highlight=False)
         if options.report is not None:
             from whatif.report import write_report
 

@@ -15,7 +15,8 @@ from demo.summary import duration_text
 from whatif.chaos import html_section as chaos_section
 from whatif.charts import charts as svg_charts
 from whatif.factor_check import FactorCheck, html_section
-from whatif.results import mttr_text, policy_json
+from whatif.latency import KINDS, SHARE_LIMIT
+from whatif.results import latency_text, latency_warnings, mttr_text, policy_json
 
 if TYPE_CHECKING:
     from whatif.runner import CompareRun, PolicyResult
@@ -47,7 +48,8 @@ DOES_NOT_MODEL = (
     "class, as their headers say); checkpoint/restart cost of a job beyond its restart delay.",
     "Real latency: Temporal and the APIs run in real time while the fleet runs time_factor "
     "times faster, so their latency is scaled up with it: each real second is time_factor "
-    "simulated seconds of MTTR and unavailability (mttr_real_* in the JSON is the real part; "
+    "simulated seconds of MTTR and unavailability (measured per policy in the section on "
+    "the system's own latency; mttr_real_* in the JSON is the real duration; "
     "timeouts floored at 10 s real become hours). MTTR here is measured on the simulator's "
     "clock (mttr_clock_* in the JSON), so time the clock was held does not count.",
 )
@@ -63,6 +65,7 @@ def _table(results: list[PolicyResult]) -> str:
         "escalations",
         "MTTR p50",
         "MTTR p95",
+        "real latency added p50 (share of MTTR p50)",
         "GPU-hours lost",
         "job runs ok / done",
         "breaker trips",
@@ -82,6 +85,7 @@ def _table(results: list[PolicyResult]) -> str:
             str(data["resets"]),
             str(r.escalations),
             *mttr_text(r.summary),
+            html.escape(latency_text(r)),
             f"{r.gpu_hours_lost:,.1f}",
             f"{runs.get('succeeded', 0)} / {done}",
             str(r.summary.breaker_trips),
@@ -91,6 +95,63 @@ def _table(results: list[PolicyResult]) -> str:
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _latency_section(results: list[PolicyResult]) -> str:
+    """What the system's own real latency added to MTTR, per policy, and the run's warnings."""
+    headers = (
+        "policy",
+        "incidents read / resolved",
+        "real latency p50 / p95 / mean",
+        "simulated time added p50 / p95 (simulator's clock)",
+        "p50 x requested factor",
+        "mean real s: workflow tasks, dispatch, calls, timer lateness",
+        "MTTR p50",
+        "share of MTTR p50",
+    )
+    rows = []
+    for r in results:
+        m = r.latency
+        if m is None:
+            cells: tuple[str, ...] = (r.name, *("-" for _ in headers[1:]))
+        else:
+            kinds = m.by_kind_mean_real_s
+            cells = (
+                r.name,
+                f"{m.incidents_measured} / {m.incidents_resolved}",
+                " / ".join(_seconds(v) for v in (m.real_p50_s, m.real_p95_s, m.real_mean_s)),
+                f"{duration_text(m.added_sim_p50_s)} / {duration_text(m.added_sim_p95_s)}",
+                duration_text(m.added_at_factor_p50_s),
+                ", ".join(f"{kinds.get(k, 0.0):.3f}" for k in KINDS),
+                duration_text(m.mttr_clock_p50_s),
+                "-"
+                if m.share_of_mttr_p50 is None
+                else f"{m.share_of_mttr_p50:.2%}" + (" (over the limit)" if m.over_limit else ""),
+            )
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    warnings = "".join(
+        f"<p><strong>{html.escape(w)}</strong></p>" for w in latency_warnings(results)
+    )
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return (
+        "<h2>What the system's own latency added</h2>"
+        "<p>The fleet runs at the time factor, Temporal and the APIs in real time, so each real "
+        "second of their round trips is time-factor simulated seconds of MTTR. Measured per "
+        "resolved incident (those MTTR counts, over the same span) from its Temporal history: "
+        "workflow tasks (scheduled to completed), activity dispatch (scheduled to started, first "
+        "attempts), the executions of activities that do not wait for the world (Kubernetes, "
+        "EC2/SSM and Temporal calls) and timers firing late; their union, mapped through the "
+        "simulator's clock, is the simulated time added. A lower bound: API calls and polls "
+        "inside the activities that wait for the world (reboot, reset, diagnostic, drain, "
+        f"replacement) and signal round trips are not in it. A run warns above "
+        f"{SHARE_LIMIT:.0%} of a policy's MTTR p50 (<code>whatif/latency.py</code>).</p>"
+        f"{warnings}"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
 
 
 def _admission_table(results: list[PolicyResult]) -> str:
@@ -134,9 +195,12 @@ def _admission_table(results: list[PolicyResult]) -> str:
 
 
 def render(
-    compare: CompareRun, results: list[PolicyResult], check: FactorCheck | None = None
+    compare: CompareRun,
+    results: list[PolicyResult],
+    check: FactorCheck | None = None,
+    refusal: str | None = None,
 ) -> str:
-    """The whole report as one HTML document."""
+    """The whole report as one HTML document (with the factor check's verdict or refusal)."""
     options, config, tl = compare.options, compare.fleet_config, compare.timeline
     pools = ", ".join(
         f"{p.name} {p.nodes}{' (no GPU reset)' if not p.reset_supported else ''}"
@@ -196,10 +260,11 @@ system (Temporal dev server, worker, workflows, activities, node-condition watch
 its own fresh simulated fleet.</p>
 <ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
 {_table(results)}
+{_latency_section(results)}
 {_admission_table(results)}
 {chaos_section(results)}
 {charts}
-{html_section(check)}
+{html_section(check, refusal)}
 <h2>What the simulator models</h2><ul>{models}</ul>
 <h2>What it does not model</h2><ul>{not_models}</ul>
 </body></html>
@@ -211,6 +276,7 @@ def write_report(
     compare: CompareRun,
     results: list[PolicyResult],
     check: FactorCheck | None = None,
+    refusal: str | None = None,
 ) -> None:
     """Write the report to ``path`` (with the time-factor check when one was run)."""
-    path.write_text(render(compare, results, check), encoding="utf-8")
+    path.write_text(render(compare, results, check, refusal), encoding="utf-8")

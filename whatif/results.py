@@ -10,7 +10,9 @@ terminated: the remediation's replacements and the operator's RMAs),
 ``operator`` (the human operator model's counters), ``timeline`` (the planned
 faults and their digest: equal for every policy), ``settled``, ``clock``
 (achieved vs requested time factor and how late the simulator's events ran) and
-``timing`` (real seconds of the run's phases) and, with ``--chaos``, ``chaos``
+``timing`` (real seconds of the run's phases), ``latency`` (the simulated time
+the system's real latency added per incident, next to MTTR p50, and its share of
+it: ``whatif.latency.LatencyShare``) and, with ``--chaos``, ``chaos``
 (the demo's shape: ``faults_injected`` by kind, ``faults``, ``invariants``,
 ``violations``; ``whatif.chaos``). The table's MTTR is on the
 simulator's clock (``mttr_clock_*_s``; ``mttr_*_s`` is real duration x requested
@@ -25,6 +27,7 @@ from rich.table import Table
 
 from demo.summary import DemoSummary, duration_text
 from whatif.chaos import chaos_cell
+from whatif.latency import latency_warning
 from whatif.runner import PolicyResult
 
 
@@ -45,6 +48,7 @@ def policy_json(result: PolicyResult) -> dict[str, Any]:
         "settled": result.settled,
         "clock": result.clock,
         "timing": result.timing,
+        "latency": result.latency.model_dump(mode="json") if result.latency is not None else None,
         **({"chaos": result.chaos.model_dump(mode="json")} if result.chaos is not None else {}),
     }
 
@@ -54,6 +58,22 @@ def mttr_text(summary: DemoSummary) -> tuple[str, str]:
     if summary.mttr_clock_p50_s is not None:
         return duration_text(summary.mttr_clock_p50_s), duration_text(summary.mttr_clock_p95_s)
     return duration_text(summary.mttr_p50_s), duration_text(summary.mttr_p95_s)
+
+
+def latency_text(result: PolicyResult) -> str:
+    """Latency's simulated time per incident (p50) and its share of MTTR p50, or ``-``."""
+    share = result.latency
+    if share is None or share.added_sim_p50_s is None:
+        return "-"
+    text = duration_text(share.added_sim_p50_s)
+    if share.share_of_mttr_p50 is not None:
+        text += f" ({share.share_of_mttr_p50:.1%}{' !' if share.over_limit else ''})"
+    return text
+
+
+def latency_warnings(results: list[PolicyResult]) -> list[str]:
+    """The run's warnings: policies whose latency is above its limit share of MTTR p50."""
+    return [w for r in results if (w := latency_warning(r.name, r.latency)) is not None]
 
 
 def comparison_json(results: list[PolicyResult]) -> dict[str, Any]:
@@ -76,7 +96,11 @@ def _jobs(result: PolicyResult) -> str:
 
 
 def table(results: list[PolicyResult], *, title: str) -> Table:
-    """The comparison table: one row per policy (with ``--chaos``: its violations too)."""
+    """The comparison table: one row per policy (with ``--chaos``: its violations too).
+
+    ``latency``: the simulated time the system's real latency added per incident
+    (p50) and its share of MTTR p50, ``!`` above the limit (``whatif.latency``).
+    """
     grid = Table(title=title, title_justify="left")
     chaos = any(r.chaos is not None for r in results)
     for header in (
@@ -88,6 +112,7 @@ def table(results: list[PolicyResult], *, title: str) -> Table:
         "escal.",
         "MTTR p50",
         "MTTR p95",
+        "latency",
         "GPU-h lost",
         "jobs ok/done",
         "breaker",
@@ -106,6 +131,7 @@ def table(results: list[PolicyResult], *, title: str) -> Table:
             str(s.rung_attempts.get("gpu_reset", 0)),
             str(r.escalations),
             *mttr_text(s),
+            latency_text(r),
             f"{r.gpu_hours_lost:,.1f}",
             _jobs(r),
             str(s.breaker_trips),

@@ -44,6 +44,8 @@ from demo.summary import DemoSummary, summarize
 from gpu_remediation import decision_log as log_words
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
 from whatif.chaos import chaos_session, violations
+from whatif.latency import LatencyShare
+from whatif.latency import measure as measure_latency
 from whatif.logs import log_to
 from whatif.options import (
     CompareError,
@@ -100,9 +102,13 @@ class PolicyResult(BaseModel):
     """Real seconds of the run's phases: ``start`` (fleet, worker, watcher),
     ``window`` (the simulated duration, on the simulator's scheduler), ``settle`` (open
     incidents after it), ``stop``; ``refresh`` (the incidents' lists and queries, in all,
-    beside the rest) over ``refreshes`` rounds."""
+    beside the rest) over ``refreshes`` rounds; ``latency`` (reading the resolved
+    incidents' histories after the stop, ``whatif.latency``)."""
     chaos: ChaosReport | None = None
     """With ``--chaos``: the faults injected and the invariants checked (``whatif.chaos``)."""
+    latency: LatencyShare | None = None
+    """The simulated time the system's real latency added per incident, next to MTTR
+    (``whatif.latency``: what is measured and what is not)."""
 
 
 @dataclass
@@ -316,8 +322,22 @@ class CompareRun:
             stack.fleet.clock.sim_at,
             admission,
         )
+        # After the stack stopped: the histories are read from the server alone.
+        reading = time.monotonic()
+        latency = await measure_latency(
+            client,
+            incidents,
+            sim_time=stack.fleet.clock.sim_at,
+            mttr_clock_p50_s=result.summary.mttr_clock_p50_s,
+            time_factor=options.time_factor,
+        )
+        timing["latency"] = time.monotonic() - reading
         return result.model_copy(
-            update={"timing": {k: round(v, 1) for k, v in timing.items()}, "chaos": report}
+            update={
+                "timing": {k: round(v, 1) for k, v in timing.items()},
+                "chaos": report,
+                "latency": latency,
+            }
         )
 
     async def _admission(self, index: int, client: Client, tag: str) -> AdmissionSummary | None:

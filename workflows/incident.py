@@ -158,6 +158,8 @@ class IncidentState(BaseModel):
     replaced_by: str | None = None
     escalation_reference: str | None = None
     recovery_close_tried: bool = False
+    recheck_after_hold: bool = False
+    """The breaker just closed on a held incident: check the fault is still there."""
     # What operators asked for.
     paused: bool = False
     awaiting_approval: Rung | None = None

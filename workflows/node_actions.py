@@ -93,22 +93,25 @@ class NodeActions:
         )
 
     async def pool_health(self, pool: str | None) -> c.PoolHealth:
-        """Count the pool's nodes and its unhealthy ones (for the breaker)."""
+        """Count the pool's nodes (the GPU nodes when none) and the unhealthy ones."""
         return await self._bookkeeping(
             Activities.CHECK_BREAKER,
-            c.CheckBreakerInput(node_pool=pool),
+            c.CheckBreakerInput(
+                node_pool=pool,
+                node_selector=None if pool else self._policy.triggers.node_selector,
+            ),
             c.PoolHealth,
             f"check the breaker of pool {pool}",
         )
 
-    async def quarantine(self) -> c.QuarantineResult:
-        """Cordon and add the NoSchedule quarantine taint."""
+    async def quarantine(self, *, held: bool = False) -> c.QuarantineResult:
+        """Cordon and add the NoSchedule quarantine taint; mark or unmark it as held."""
         return await self._rung_call(
             Rung.QUARANTINE,
             Activities.QUARANTINE_NODE,
-            c.QuarantineNodeInput(**self._ids()),
+            c.QuarantineNodeInput(**self._ids(), held=held),
             c.QuarantineResult,
-            "cordon and taint",
+            "mark the quarantine held by the breaker" if held else "cordon and taint",
         )
 
     async def release(self, *, uncordon: bool) -> c.ReleaseResult:

@@ -640,7 +640,9 @@ class NodeRemediationWorkflow:
                     continue
                 return rung if s.record.cleared else Rung.ESCALATE
             if rung_spec(rung).disruptive and await self._breaker_open(rung):
-                return Rung.ESCALATE
+                if await self._held_by_breaker(rung):
+                    continue  # the breaker closed, or an operator cut in: decide again
+                return rung if s.record.cleared else Rung.ESCALATE
             if operator_chosen:
                 s.record.decide("ladder", f"run {rung}", "chosen by an operator", rung)
             return rung
@@ -670,8 +672,11 @@ class NodeRemediationWorkflow:
             s.awaiting_approval, s.waiting_for = None, None
         return s.approved and s.abort is None
 
-    async def _breaker_open(self, rung: Rung) -> bool:
-        """Whether too much of the node's pool is unhealthy for ``rung`` to run."""
+    async def _breaker_open(self, rung: Rung, *, quiet: bool = False) -> bool:
+        """Whether too much of the node's pool is unhealthy for ``rung`` to run.
+
+        ``quiet`` (a re-check while held) logs nothing when it is still open.
+        """
         s = self._state
         forced_by = self._forced_by()
         if forced_by is not None:
@@ -683,14 +688,84 @@ class NodeRemediationWorkflow:
         metrics.breaker_checked(self._pool, is_open, pool.unhealthy, pool.total, rung)
         if not is_open:
             return False
-        s.record.decide(
-            log_words.BREAKER_STAGE,
-            log_words.BREAKER_OPEN,
-            f"{pool.unhealthy}/{pool.total} nodes of pool {self._pool} unhealthy (threshold "
-            f"{breaker.threshold_for(self._pool):.0%}); {rung} blocked, node stays quarantined",
-            rung,
-        )
+        if not quiet:
+            s.record.decide(
+                log_words.BREAKER_STAGE,
+                log_words.BREAKER_OPEN,
+                f"{pool.unhealthy}/{pool.total} nodes of pool {self._pool} unhealthy (threshold "
+                f"{breaker.threshold_for(self._pool):.0%}); {rung} held, node stays quarantined",
+                rung,
+            )
         return True
+
+    async def _held_by_breaker(self, rung: Rung) -> bool:
+        """Hold the quarantined node while the pool's breaker is open.
+
+        An open breaker is not a hand-over: the incident waits, looking at the
+        pool every ``breaker.recheck_interval``. It ends the hold when the
+        breaker closes or an operator pauses, skips, retries or aborts (True:
+        decide again), or when every signal cleared (False: the ladder then
+        verifies and releases the node, so an outage that heals leaves nothing
+        cordoned). Held for ``breaker.max_hold`` with the signal still in force,
+        it returns False too and the node is handed to a person.
+        """
+        s = self._state
+        breaker = self._policy.breaker
+        held_until = workflow.now() + breaker.max_hold
+        self._set_stage("held")
+        await self._mark_held(True)
+        try:
+            return await self._hold(rung, held_until)
+        finally:
+            if s.quarantine is not None:
+                await self._mark_held(False)
+
+    async def _mark_held(self, held: bool) -> None:
+        """Mark the quarantine as held (or not), so it alone keeps no breaker open."""
+        s = self._state
+        if self._dry_run or s.quarantine is None:
+            return
+        try:
+            await self._actions.quarantine(held=held)
+        except ActivityError as err:
+            s.record.decide(log_words.BREAKER_STAGE, "could not mark the hold", failure_cause(err))
+
+    async def _hold(self, rung: Rung, held_until: datetime) -> bool:
+        """The hold's loop (``_held_by_breaker``)."""
+        s = self._state
+        breaker = self._policy.breaker
+        while True:
+            s.waiting_for = f"the breaker of pool {self._pool or 'of GPU nodes'} to close ({rung})"
+            self._update_details()
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        s.record.cleared or s.abort is not None or s.skip_to is not None or s.paused
+                    ),
+                    timeout=min(breaker.recheck_interval, held_until - workflow.now()),
+                    timeout_summary="the breaker to close",
+                )
+            except TimeoutError:
+                pass
+            finally:
+                s.waiting_for = None
+            if s.abort is not None or s.skip_to is not None or s.paused:
+                return True
+            if s.record.cleared:
+                s.record.decide(log_words.BREAKER_STAGE, "hold over", "every signal cleared", rung)
+                return False
+            if workflow.now() >= held_until:
+                s.record.decide(
+                    log_words.BREAKER_STAGE,
+                    "hold over",
+                    f"still open after {breaker.max_hold}: a person must look",
+                    rung,
+                )
+                return False
+            if not await self._breaker_open(rung, quiet=True):
+                s.record.decide(log_words.BREAKER_STAGE, "closed", f"{rung} may run", rung)
+                s.recheck_after_hold = True
+                return True
 
     async def _recovered_mid_ladder(self) -> StepOutcome | None:
         """When every signal cleared while the ladder ran: verify, and release on a pass.
@@ -701,19 +776,39 @@ class NodeRemediationWorkflow:
             release failed; ABORTED when an operator cut the job wait.
         """
         s = self._state
+        rechecking, s.recheck_after_hold = s.recheck_after_hold, False
         if not s.record.cleared:
+            if rechecking and check_for(self._fault) != ComponentCheck.DCGM_DIAG:
+                return await self._still_faulty_after_hold()
             return None
         s.record.decide("ladder", "signals cleared", "verifying before release", s.rung)
         if self._dry_run:
             s.outcome = Outcome.DRY_RUN
             return StepOutcome.FIXED
-        if not await self._stop_gpu_work():
+        # Only a GPU diagnostic needs idle GPUs: a node whose host or network
+        # recovered keeps its jobs running (an outage that heals evicts nothing).
+        needs_idle = check_for(self._fault) == ComponentCheck.DCGM_DIAG
+        if needs_idle and not await self._stop_gpu_work():
             return StepOutcome.ABORTED
         if not await self._verify(None, "after recovery"):
             return None
         if await self._close_in_service(Outcome.RECOVERED, "the node recovered on its own"):
             return StepOutcome.FIXED
         return StepOutcome.ESCALATE  # the release failed: a person must look
+
+    async def _still_faulty_after_hold(self) -> StepOutcome | None:
+        """After a hold, check the fault is still there before climbing on.
+
+        The pool may have healed with this node (an outage), its trigger's
+        clearing report not in yet: a host or network check that needs no
+        drain tells. Passed, the node is released; failed, the rung runs.
+        """
+        if not await self._verify(None, "after the breaker's hold"):
+            return None
+        reason = "the fault was gone when the breaker closed"
+        if await self._close_in_service(Outcome.RECOVERED, reason):
+            return StepOutcome.FIXED
+        return StepOutcome.ESCALATE
 
     async def _run_rung(self, rung: Rung) -> Rung:
         """Run a working rung from the table and verify it; return the rung to try next.

@@ -17,10 +17,16 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.findings import Problem
-from agent.runner import ToolResult, run
+from agent.runner import MAX_PARSED_OUTPUT, ToolResult, head, run
 
 SOURCE = "dcgmi-health"
-_WATCHES_OFF = re.compile(r"watch\w*\s+(?:are\s+|is\s+)?not\s+(?:enabled|set)", re.IGNORECASE)
+# "Health watches are not enabled" / "watch is not set": a word holding "watch",
+# then "not enabled" or "not set". Read one word at a time, from word starts
+# only and without giving characters back (``\w++``): ``watch\w*\s+...``
+# re-read the rest of a long word from every "watch" inside it, quadratic
+# (64 KB of "watchwatch..." took 4.6 s, issue 35).
+_NOT_ENABLED = re.compile(r"(?<!\w)(\w++)\s+(?:are\s+|is\s+)?not\s+(?:enabled|set)", re.IGNORECASE)
+_WATCH = re.compile("watch", re.IGNORECASE)
 
 
 class DcgmOutcome:
@@ -43,17 +49,35 @@ def health_argv(config: AgentConfig, *action: str) -> list[str]:
     return argv + list(action or ("-c", "-j"))
 
 
-def _values(node: Any) -> list[str]:
+def _watches_off(text: str) -> bool:
+    """Whether ``text`` says DCGM's health watches are off."""
+    position = 0
+    while (found := _NOT_ENABLED.search(text, position)) is not None:
+        if _WATCH.search(found.group(1)):
+            return True
+        # On from the end of the word, not of the match: "enabled" may run on
+        # into a word holding "watch" ("not enabledwatch not set").
+        position = found.end(1)
+    return False
+
+
+def _values(document: Any) -> list[str]:
+    """Every string under a ``value`` key, in any order.
+
+    A loop, not recursion: nesting is as deep as the tool's output makes it.
+    """
     found: list[str] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "value" and isinstance(value, str):
-                found.append(value)
-            else:
-                found.extend(_values(value))
-    elif isinstance(node, list):
-        for item in node:
-            found.extend(_values(item))
+    pending = [document]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "value" and isinstance(value, str):
+                    found.append(value)
+                else:
+                    pending.append(value)
+        elif isinstance(node, list):
+            pending.extend(node)
     return found
 
 
@@ -65,7 +89,7 @@ def healthy_fast(stdout: bytes) -> bool:
         return False
     try:
         document = json.loads(text[start:])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a number too long, or nested too deep
         return False
     body = document.get("body") if isinstance(document, dict) else None
     if not isinstance(body, dict) or "Overall Health" not in body:
@@ -84,6 +108,13 @@ def evaluate(result: ToolResult, config: AgentConfig, deadline: float) -> DcgmOu
     """
     if result.status in ("hung", "missing", "error"):
         return DcgmOutcome(unknown=f"DCGM health unknown: {result.describe()}")
+    if len(result.stdout) > MAX_PARSED_OUTPUT:
+        # Not what dcgmi prints for a node, and its head alone is no complete
+        # JSON: not read, so it costs no time in the cycle.
+        return DcgmOutcome(
+            unknown=f"DCGM health unknown: dcgmi health printed {len(result.stdout)} bytes,"
+            f" more than the {MAX_PARSED_OUTPUT} read"
+        )
     if healthy_fast(result.stdout):
         return DcgmOutcome(detail="DCGM healthy")
     # Imported only when health is not plainly healthy: pydantic is costly on a node.
@@ -97,8 +128,8 @@ def evaluate(result: ToolResult, config: AgentConfig, deadline: float) -> DcgmOu
             text, observed_at=datetime.fromtimestamp(observed, UTC), source=SOURCE
         )
     except DiagnosticParseError as err:
-        everything = text + result.stderr.decode("utf-8", "replace")
-        if _WATCHES_OFF.search(everything):
+        everything = text + head(result.stderr).decode("utf-8", "replace")
+        if _watches_off(everything):
             return DcgmOutcome(unknown=_enable_watches(config, deadline))
         if result.status == "failed":
             return DcgmOutcome(unknown=f"DCGM health unknown: {result.describe()}")

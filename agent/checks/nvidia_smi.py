@@ -27,7 +27,7 @@ import time
 from agent.config import AgentConfig
 from agent.findings import Problem
 from agent.kernel_log import normalize_bus
-from agent.runner import ToolResult
+from agent.runner import ToolResult, head
 
 SOURCE = "nvidia-smi"
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
@@ -146,12 +146,21 @@ class SmiOutcome:
         self.detail = ""
 
 
+_RECOVERY_NUMBER = re.compile(r"^(?:0x)?([0-9a-f]+)\b")
+
+
 def _recovery_number(word: str) -> int | None:
     text = word.strip().lower()
     if text in RECOVERY_WORDS:
         return RECOVERY_WORDS[text]
-    if match := re.match(r"^(?:0x)?([0-9a-f]+)\b", text):
-        value = int(match.group(1), 16 if text.startswith("0x") else 10)
+    if match := _RECOVERY_NUMBER.match(text):
+        hexadecimal = text.startswith("0x")
+        # Leading zeros dropped, so a long number is a large one: no action is
+        # above 15, and converting thousands of digits is slow or refused.
+        digits = match.group(1).lstrip("0") or "0"
+        if len(digits) > 2 or not (hexadecimal or digits.isdigit()):
+            return None  # "12ab" is no decimal number
+        value = int(digits, 16 if hexadecimal else 10)
         return value if value <= 15 else None
     return None
 
@@ -167,8 +176,10 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
     if result.status in ("hung", "missing", "error"):
         return SmiOutcome(unknown=f"GPU state unknown: {result.describe()}")
     # A lost GPU's "Unable to determine the device handle" may come on stderr.
-    stdout = result.stdout.decode("utf-8", "replace")
-    report = parse_query(stdout + "\n" + result.stderr.decode("utf-8", "replace"))
+    # Output past MAX_PARSED_OUTPUT is not read: the GPUs it would have shown
+    # count as cut short (unknown), what the rest shows still counts.
+    stdout = head(result.stdout).decode("utf-8", "replace")
+    report = parse_query(stdout + "\n" + head(result.stderr).decode("utf-8", "replace"))
     now = time.time()
 
     def problem(**kw: object) -> Problem:

@@ -97,6 +97,15 @@ def extract_json(stdout: str, what: str) -> dict[str, Any] | None:
             f"{what}: output is not complete JSON ({err.msg} at character {err.pos} "
             f"of {len(stdout)}); truncated or corrupted output is not a verdict"
         ) from err
+    except (ValueError, RecursionError) as err:
+        # JSON the decoder refuses for its content, not its syntax: a number of
+        # over 4300 digits (Python's limit on a conversion that is quadratic in
+        # its length) or nesting deeper than the interpreter's recursion limit.
+        # No DCGM output looks like that: not a verdict either.
+        raise DiagnosticParseError(
+            f"{what}: output is JSON no DCGM tool writes ({type(err).__name__}: "
+            f"{truncate(str(err), 120)})"
+        ) from err
     if stdout[end:].strip():
         raise DiagnosticParseError(
             f"{what}: unexpected text after the JSON document at character {end}: "

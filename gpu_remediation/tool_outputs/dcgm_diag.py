@@ -250,8 +250,14 @@ _GPU_IN_TEXT = re.compile(r"\bGPU\s+(\d+)\b")
 
 def _gpu_named_in(text: str) -> int | None:
     """The GPU index a message names, when it names exactly one valid index."""
-    named = {int(n) for n in _GPU_IN_TEXT.findall(text)}
-    return valid_gpu_index(named.pop()) if len(named) == 1 else None
+    # Compared as digits without leading zeros, so "GPU 02" and "GPU 2" are one;
+    # only a short one is converted (no index has more than 2 digits, and Python
+    # refuses to convert over 4300, slowly).
+    named = {n.lstrip("0") or "0" for n in _GPU_IN_TEXT.findall(text)}
+    if len(named) != 1:
+        return None
+    digits = named.pop()
+    return valid_gpu_index(int(digits)) if len(digits) <= 3 else None
 
 
 def _warning_is_actionable(warning: _Warning) -> bool:

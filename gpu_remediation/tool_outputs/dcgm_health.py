@@ -35,7 +35,7 @@ from gpu_remediation.tool_outputs.common import (
     truncate,
     valid_gpu_index,
 )
-from gpu_remediation.tool_outputs.dcgm_messages import message_error_id
+from gpu_remediation.tool_outputs.dcgm_messages import MAX_MATCHED_MESSAGE, message_error_id
 
 __all__ = ["parse_dcgm_health"]
 
@@ -87,11 +87,14 @@ _LEGACY_MESSAGE_IDS: tuple[tuple[re.Pattern[str], int], ...] = tuple(
 
 
 def _health_error_id(message: str) -> int | None:
-    found = message_error_id(message)
+    # The loose phrasings read the same head of the message as the templates
+    # (MAX_MATCHED_MESSAGE says why no message DCGM writes is longer).
+    head = message[:MAX_MATCHED_MESSAGE]
+    found = message_error_id(head)
     if found is not None:
         return found
     for pattern, error_id in _LEGACY_MESSAGE_IDS:
-        if pattern.search(message):
+        if pattern.search(head):
             return error_id
     return None
 

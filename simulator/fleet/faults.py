@@ -42,6 +42,9 @@ class Fix(StrEnum):
     """Only new hardware: the fault survives resets and reboots."""
     NONE = "none"
     """Nothing on the node: it clears by itself (or was never real)."""
+    OUTSIDE = "outside"
+    """The cause is outside the node (network, control plane): no step on the node
+    clears it; it clears when the outside heals (the scenario's ``clears_after``)."""
 
 
 class FaultKind(StrEnum):
@@ -60,6 +63,7 @@ class FaultKind(StrEnum):
     EFA_DEVICE_MISSING = "efa_device_missing"
     HOST_HANG = "host_hang"
     HOST_FAILURE = "host_failure"
+    NETWORK_OUTAGE = "network_outage"
 
 
 Scope = Literal["gpu", "node"]
@@ -110,6 +114,8 @@ class FaultInfo:
         order = {Fix.RESET: 1, Fix.REBOOT: 2, Fix.REPLACE: 3}
         if self.fix is Fix.NONE:
             return True  # nothing real to keep: any corrective step clears the report
+        if self.fix is Fix.OUTSIDE:
+            return False  # the cause is not on the node
         return order[step] >= order[self.fix]
 
 
@@ -249,6 +255,19 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             kubelet_down=True,
             survives_reboot=True,
             action="host hardware failure",
+        ),
+        # A network or control-plane outage (an assumption of this project, not a
+        # measured rate: it is injected by scenarios only): the kubelet cannot
+        # reach the API server, so Ready turns Unknown on many nodes at once; the
+        # hardware is fine, nothing on the node helps, and it heals by itself.
+        FaultInfo(
+            K.NETWORK_OUTAGE,
+            "node",
+            Fix.OUTSIDE,
+            kubelet_down=True,
+            survives_reboot=True,
+            interrupts_jobs=False,
+            action="the kubelet lost the API server (network or control-plane outage)",
         ),
     )
 }

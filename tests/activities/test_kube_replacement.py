@@ -8,7 +8,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.kubernetes import KubernetesActivities
+from activities.kubernetes import HELD_ANNOTATION, KubernetesActivities
 from gpu_remediation import contracts as c
 from simulator.kube_api import NODECLAIMS, NODES, KubeStore
 
@@ -149,3 +149,41 @@ async def test_the_breaker_counts_unready_quarantined_and_npd_flagged_nodes(
     pool = await ENV.run(kube_activities.check_breaker, c.CheckBreakerInput(node_pool="h100"))
     assert (pool.total, pool.unhealthy) == (5, 4)
     assert pool.unhealthy_nodes == ["b", "c", "d", "e"]
+
+
+async def test_a_quarantined_node_held_by_the_breaker_counts_only_for_its_own_signals(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    store.put_node("a", node_pool="h100")
+    store.put_node("held-ok", node_pool="h100")
+    store.put_node("held-sick", node_pool="h100", ready=False)
+    for name in ("held-ok", "held-sick"):
+        node = {"node": name, "incident_id": "i"}
+        await ENV.run(kube_activities.quarantine_node, c.QuarantineNodeInput(**node))
+        await ENV.run(kube_activities.quarantine_node, c.QuarantineNodeInput(**node, held=True))
+    pool = await ENV.run(kube_activities.check_breaker, c.CheckBreakerInput(node_pool="h100"))
+    assert pool.unhealthy_nodes == ["held-sick"]
+    # Unmarked (the hold is over: the ladder acts on it), its quarantine counts again.
+    node = {"node": "held-ok", "incident_id": "i"}
+    await ENV.run(kube_activities.quarantine_node, c.QuarantineNodeInput(**node, held=False))
+    pool = await ENV.run(kube_activities.check_breaker, c.CheckBreakerInput(node_pool="h100"))
+    assert pool.unhealthy_nodes == ["held-ok", "held-sick"]
+    # Released, the mark goes with the quarantine.
+    await ENV.run(kube_activities.release_node, c.ReleaseNodeInput(**node, uncordon=True))
+    annotations = store.get(NODES, "held-ok")["metadata"].get("annotations") or {}
+    assert HELD_ANNOTATION not in annotations
+
+
+async def test_a_node_in_no_pool_is_judged_against_the_gpu_nodes_not_the_cluster(
+    store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    gpu = {"nvidia.com/gpu.present": "true"}
+    for i in range(4):
+        store.put_node(f"gpu-{i}", labels=gpu, ready=i >= 2)
+    for i in range(10):
+        store.put_node(f"cpu-{i}")
+    pool = await ENV.run(
+        kube_activities.check_breaker,
+        c.CheckBreakerInput(node_pool=None, node_selector="nvidia.com/gpu.present=true"),
+    )
+    assert (pool.total, pool.unhealthy) == (4, 2)

@@ -22,8 +22,15 @@ import pytest
 
 from tests.agent.lines import BUSES
 from tests.agent.outputs import FI_INFO_EFA, health_json, smi_output
+from tests.gpu_remediation.hostile_inputs import LINEAR_GUARD_MARKER
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The parser guard (test_parsers_linear.py) is marked as one, not as a benchmark.
+    config.addinivalue_line("markers", LINEAR_GUARD_MARKER)
+
 
 _TOOL = """#!/bin/sh
 here=$(dirname "$0")

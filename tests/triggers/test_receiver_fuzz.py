@@ -1,10 +1,11 @@
 """Property-based fuzzing of the receiver over HTTP (hypothesis).
 
 Payloads are built field by field, each field valid or broken, so the test knows
-what the answer must be: 401 without the token, 422 when any field is broken,
-else 200 with every alert mapped as the node-label rules say. Arbitrary JSON and
-bytes must be refused with 422. Whatever the answer, a node's incident exists
-exactly when an accepted payload carried a firing alert naming it.
+what the answer must be: 401 without the token, 422 when a field of the
+envelope is broken, else 200 with every broken alert refused on its own and
+every other alert mapped as the node-label rules say. Arbitrary JSON and bytes
+must be refused with 422. Whatever the answer, a node's incident exists exactly
+when an accepted payload carried a valid firing alert naming it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ class Case:
     body: bytes
     headers: dict[str, str]
     valid: bool
-    # Per alert of a valid payload: its status and the slot of the node it names.
-    alerts: list[tuple[str, int | None]] = field(default_factory=list)
+    """Whether the envelope is valid (its alerts may not be)."""
+    # Per alert of a valid payload: its status, the slot of the node it names,
+    # and whether the alert itself is valid.
+    alerts: list[tuple[str, int | None, bool]] = field(default_factory=list)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -162,7 +165,7 @@ def structured(draw: st.DrawFn) -> Case:
             draw, st.just([a[0] for a in alerts]), st.sampled_from([[], "alerts", _MISSING])
         ),
     }
-    valid = all(a[1] for a in alerts) and not any(isinstance(v, _Broken) for v in body.values())
+    valid = not any(isinstance(v, _Broken) for v in body.values())
     clean = {k: (v.value if isinstance(v, _Broken) else v) for k, v in body.items()}
     clean = {k: v for k, v in clean.items() if v is not _MISSING}
     headers = draw(
@@ -172,7 +175,7 @@ def structured(draw: st.DrawFn) -> Case:
         body=json.dumps(clean).encode(),
         headers=headers,
         valid=valid,
-        alerts=[(a[2], a[3]) for a in alerts] if valid else [],
+        alerts=[(a[2], a[3], a[1]) for a in alerts] if valid else [],
     )
 
 
@@ -215,7 +218,16 @@ async def test_no_payload_crashes_the_receiver_or_starts_what_it_should_not(
         assert response.status_code == 200, response.text
         results = response.json()["results"]
         assert len(results) == len(case.alerts)
-        for result, (status, slot) in zip(results, case.alerts, strict=True):
+        for index, (result, (status, slot, alert_valid)) in enumerate(
+            zip(results, case.alerts, strict=True)
+        ):
+            assert result["index"] == index
+            if not alert_valid:
+                event("an alert refused alone")
+                assert result["outcome"] == "refused", (result, body)
+                assert result["detail"].startswith("invalid alert: "), result
+                assert result["node"] is None
+                continue
             node = None if slot is None else nodes[slot]
             assert result["node"] == node, (result, body)
             if node is None:

@@ -57,16 +57,9 @@ async def test_a_firing_alert_with_the_token_starts_the_node_incident(dev_client
         (b"", "Invalid JSON"),
         (json.dumps([1, 2]).encode(), "Input should be an object"),
         (json.dumps({**payload(alert("gpu-2")), "version": "3"}).encode(), "version: Input"),
-        (
-            json.dumps(payload(alert("gpu-2"), {**alert("gpu-3"), "status": "pending"})).encode(),
-            "alerts.1.status: Input should be 'firing' or 'resolved'",
-        ),
-        (
-            json.dumps(payload({**alert("gpu-2"), "startsAt": "yesterday"})).encode(),
-            "alerts.0.startsAt",
-        ),
+        (json.dumps({**payload(alert("gpu-2")), "alerts": "gpu-2"}).encode(), "alerts: Input"),
     ],
-    ids=["broken-json", "empty", "array", "version-3", "bad-second-alert", "bad-time"],
+    ids=["broken-json", "empty", "array", "version-3", "alerts-not-a-list"],
 )
 async def test_malformed_payloads_get_422_naming_the_problem_and_start_nothing(
     dev_client: Client, body: bytes, problem: str
@@ -79,6 +72,35 @@ async def test_malformed_payloads_get_422_naming_the_problem_and_start_nothing(
         assert any(p.startswith(problem) for p in answer["problems"]), answer
         for node in ("gpu-2", "gpu-3"):
             assert not await rx.started(node)
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ({**alert("gpu-3"), "status": "pending"}, "status: Input should be 'firing' or 'resolved'"),
+        ({**alert("gpu-3"), "startsAt": "yesterday"}, "startsAt: Input should be a valid datetime"),
+    ],
+    ids=["bad-status", "bad-time"],
+)
+async def test_a_malformed_alert_is_refused_alone_naming_the_problem(
+    dev_client: Client, bad: dict[str, object], problem: str
+) -> None:
+    # Formerly a 422 for the whole payload: Alertmanager does not retry 4xx, so
+    # the good alert beside the bad one was lost.
+    async with receiver(dev_client) as rx:
+        body = payload(alert("gpu-2", fingerprint="good"), {**bad, "fingerprint": "bad"})
+        response = await rx.post(body)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert (answer["received"], answer["delivered"], answer["refused"]) == (2, 1, 1)
+        good, refused = answer["results"]
+        assert (good["index"], good["outcome"]) == (0, "delivered")
+        assert (refused["index"], refused["fingerprint"]) == (1, "bad")
+        assert refused["alertname"] == "GpuXidError"
+        assert refused["outcome"] == "refused"
+        assert refused["detail"].startswith(f"invalid alert: {problem}"), refused
+        assert await rx.started("gpu-2")
+        assert not await rx.started("gpu-3")
 
 
 async def test_a_body_over_the_limit_is_413(dev_client: Client) -> None:

@@ -11,6 +11,8 @@ from whatif.options import options_from
 from whatif.results import admission_table, comparison_json
 from whatif.runner import CompareRun
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 async def test_the_gate_catches_dead_on_arrival_nodes_that_the_gateless_policy_lets_in(
     dev_env: WorkflowEnvironment, tmp_path: Path
@@ -19,6 +21,15 @@ async def test_the_gate_catches_dead_on_arrival_nodes_that_the_gateless_policy_l
     # Hardware faults only a replacement fixes: every replacement is a launch, and
     # every launch comes up faulty.
     mix.write_text("rates: {gpu_hardware: 0.3}\nmultiplier: 1\n")
+    # Most of the 8 nodes are faulty at once here, which opens the breaker and
+    # holds every incident (its job); this test is about the gate, so the
+    # breaker is off for both.
+    policies = []
+    for name in ("graded", "graded-no-admission"):
+        text = (ROOT / "policies" / f"{name}.yaml").read_text()
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text + "\nbreaker: {max_unhealthy_fraction: 1.0}\n")
+        policies.append(str(path))
     options = options_from(
         nodes=8,
         pools="h100",
@@ -26,7 +37,7 @@ async def test_the_gate_catches_dead_on_arrival_nodes_that_the_gateless_policy_l
         duration="3h",
         seed=3,
         time_factor=900,
-        policies="graded,graded-no-admission",
+        policies=",".join(policies),
         workloads=False,
         # Dead-on-arrival nodes keep being replaced by new dead ones: incidents stay
         # open at the end whatever the wait, so there is no point in waiting long.

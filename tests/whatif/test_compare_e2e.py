@@ -54,6 +54,17 @@ async def test_two_baselines_see_the_same_faults_and_act_as_their_names_say(
         assert "relay_start" not in row["timing"]  # jobs.enabled false: no relay at all
         assert row["rung_attempts"].get("gpu_reset", 0) == 0
         assert row["reboots"] == 0
+        # The real latency the system added, read from each resolved incident's history.
+        latency = row["latency"]
+        assert latency["incidents_resolved"] == row["mttr_incidents"]
+        assert latency["incidents_measured"] == row["mttr_incidents"]
+        assert latency["mttr_clock_p50_s"] == row["mttr_clock_p50_s"]
+        if row["mttr_incidents"]:
+            assert 0 < latency["real_p50_s"] < row["mttr_real_p50_s"]
+            assert latency["by_kind_mean_real_s"]["workflow_task"] > 0
+            assert latency["added_sim_p50_s"] > 0
+            assert latency["share_of_mttr_p50"] > 0
+        assert "latency" in row["timing"]
 
     manual, karpenter = data["no-automation"], data["replace-always"]
     # No automation: the remediation only hands nodes over; only the person acts.
@@ -75,3 +86,4 @@ async def test_two_baselines_see_the_same_faults_and_act_as_their_names_say(
     assert page.count("<svg") == 4  # healthy nodes, replacements, GPU-hours lost, job runs
     assert len(page) < 400_000  # small enough to commit
     assert "time factor 600" in page
+    assert "What the system&#x27;s own latency added" in page or "own latency added" in page

@@ -89,7 +89,7 @@ async def breaker_then_abort(c: Cluster) -> NodeHandle:
     c.fleet.pool_unhealthy = 8
     handle = await c.report("gpu-h5", xid(79))
     await assert_eventually(
-        lambda: c.state(handle), lambda s: s.rung == Rung.ESCALATE and s.waiting_for is not None
+        lambda: c.state(handle), lambda s: s.stage == "held" and s.waiting_for is not None
     )
     await handle.execute_update(
         Updates.ABORT, AbortInput(reason="h"), result_type=NodeRemediationState

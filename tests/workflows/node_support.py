@@ -100,7 +100,10 @@ class Cluster:
         close policy, so there the guard stays open and the permit held. The
         semaphore's lease expiry timer (or a late cancellation of the guard)
         would then fire during a later test's time skip with no worker to run
-        it, which stops the shared server's clock.
+        it, which stops the shared server's clock. For the same reason a test
+        must not leave an incident held by the breaker (it looks at the pool on
+        a timer): abort it. Incidents are not terminated here, so that a test
+        can stop one worker and go on with another.
         """
         for incident in self._incidents:
             for guard_id in await child_workflow_ids(incident):

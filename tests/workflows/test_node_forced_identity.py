@@ -6,7 +6,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Activities as A
 from gpu_remediation.ids import Updates
-from gpu_remediation.models import ManualEvidence, Outcome, Rung
+from gpu_remediation.models import ManualEvidence, Outcome
 from gpu_remediation.policy import Policy
 from gpu_remediation.workflow_models import NodeRemediationState
 from tests.conftest import assert_eventually
@@ -70,12 +70,12 @@ async def test_policy_can_refuse_to_honour_an_unauthenticated_force(
     fleet = breaker_open()
     async with cluster(time_skipping_env, task_queue, fleet) as c:
         handle = await c.report("gpu-f3", forced_replace(None), pol=requiring_authentication())
-        state = await assert_eventually(lambda: c.state(handle), lambda s: s.rung == Rung.ESCALATE)
+        state = await assert_eventually(lambda: c.state(handle), lambda s: s.stage == "held")
         await handle.execute_update(
             Updates.ABORT, {"reason": "done looking"}, result_type=NodeRemediationState
         )
         result = await handle.result()
-    # The breaker held the replacement, as for any request that is not forced.
+    # The breaker holds the replacement, as for any request that is not forced.
     assert result.outcome == Outcome.ABORTED
     assert fleet.called(A.DELETE_NODE_CLAIM) == 0
     refused = [d for d in state.decisions if d.action == "force not honoured"]

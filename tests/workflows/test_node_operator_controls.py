@@ -4,7 +4,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Activities as A
 from gpu_remediation.ids import Updates
-from gpu_remediation.models import Outcome, Rung
+from gpu_remediation.models import FaultClass, Outcome, Rung
 from gpu_remediation.workflow_models import (
     AbortInput,
     ApproveInput,
@@ -15,7 +15,14 @@ from gpu_remediation.workflow_models import (
 )
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet, failing_diag
-from tests.workflows.node_support import cluster, policy, refusal, with_rung, xid
+from tests.workflows.node_support import (
+    cluster,
+    policy,
+    refusal,
+    with_fault_class,
+    with_rung,
+    xid,
+)
 
 
 async def test_replacement_needing_approval_waits_then_continues_on_approve(
@@ -128,15 +135,16 @@ async def test_abort_can_leave_the_node_cordoned(
 async def test_escalated_incident_can_be_retried_and_skipped_by_an_operator(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    fleet = FakeFleet(pool_total=10, pool_unhealthy=6)  # breaker open: reboot blocked
+    # A policy that hands this fault straight to a person (an open breaker holds instead).
+    pol = with_fault_class(policy(), FaultClass.GPU_FALLEN_OFF_BUS, start_rung=Rung.ESCALATE)
+    fleet = FakeFleet()
     async with cluster(time_skipping_env, task_queue, fleet) as c:
-        handle = await c.report("gpu-25", xid(79))
+        handle = await c.report("gpu-25", xid(79), pol=pol)
         await assert_eventually(
             lambda: c.state(handle), lambda s: s.rung == Rung.ESCALATE and s.waiting_for is not None
         )
         assert fleet.called(A.ESCALATE) == 1
         assert "no step has run yet" in await refusal(handle, Updates.RETRY_STEP, RetryStepInput())
-        fleet.pool_unhealthy = 1  # the fleet calmed down
         await handle.execute_update(
             Updates.SKIP_TO,
             SkipToInput(rung=Rung.REBOOT, by="erin"),

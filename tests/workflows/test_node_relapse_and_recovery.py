@@ -126,7 +126,7 @@ async def test_a_manual_replace_without_force_obeys_the_breaker(
     fleet = FakeFleet(pool_total=4, pool_unhealthy=3)
     async with cluster(time_skipping_env, task_queue, fleet) as c:
         handle = await c.report("gpu-37", manual("replace"))
-        await assert_eventually(lambda: c.state(handle), lambda s: s.rung == Rung.ESCALATE)
+        await assert_eventually(lambda: c.state(handle), lambda s: s.stage == "held")
         await handle.execute_update(
             Updates.ABORT, {"reason": "done looking"}, result_type=NodeRemediationState
         )
