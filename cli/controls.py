@@ -44,6 +44,7 @@ from cli.incidents import (
 from cli.output import CliError, ExitCode, JsonOption, console, emit_json, run
 from gpu_remediation.ids import Updates
 from gpu_remediation.models import Rung
+from gpu_remediation.search_attributes import SA_NODE_POOL
 from gpu_remediation.workflow_models import (
     AbortInput,
     ApproveInput,
@@ -101,14 +102,21 @@ async def _operate_all(
     request: OperatorRequest,
     wait_s: float,
     already: str,
+    pool: str | None = None,
 ) -> dict[str, Any]:
     """Send ``verb`` to every open incident of the cluster; report each one's answer.
 
     Each incident's result is ``accepted``, ``already`` (the refusal that means
     it is already in the asked-for state, e.g. "already paused") or ``failed``.
+    With ``pool``, only the incidents of nodes in that node pool (the search
+    attribute triage sets; an incident not yet past triage has none and is left).
     """
     async with temporal(options) as client:
         executions = await open_incidents(client, cluster)
+        if pool is not None:
+            executions = [
+                e for e in executions if e.typed_search_attributes.get(SA_NODE_POOL) == pool
+            ]
 
         async def one(execution: WorkflowExecution) -> NodeRemediationState:
             handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
@@ -134,7 +142,10 @@ async def _operate_all(
                 "error": error,
             }
         )
-    return {"cluster": cluster, "action": verb, "incidents": results}
+    summary: dict[str, Any] = {"cluster": cluster, "action": verb, "incidents": results}
+    if pool is not None:
+        summary["pool"] = pool
+    return summary
 
 
 def _operate_every(
@@ -145,9 +156,10 @@ def _operate_every(
     json_output: bool,
     request: OperatorRequest,
     already: str,
+    pool: str | None = None,
 ) -> None:
     """``--all``: print every incident's answer; exit 1 if any failed."""
-    summary = run(_operate_all(options, cluster, verb, request, wait_s, already))
+    summary = run(_operate_all(options, cluster, verb, request, wait_s, already, pool))
     if json_output:
         emit_json(summary)
     else:
@@ -310,7 +322,19 @@ def retry(
 
 @controls_app.command("abort")
 def abort(
-    node: NodeArgument,
+    node: OptionalNodeArgument = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Abort every open incident of the cluster (of --pool only, if given): for "
+            "the operator who knows the signals are wrong, e.g. an outage or a bad rule.",
+        ),
+    ] = False,
+    pool: Annotated[
+        str | None,
+        typer.Option("--pool", help="With --all: only the incidents of this node pool."),
+    ] = None,
     leave_cordoned: Annotated[
         bool,
         typer.Option("--leave-cordoned", help="Untaint but keep the node cordoned."),
@@ -323,7 +347,17 @@ def abort(
     wait_s: TimeoutOption = DEFAULT_TIMEOUT,
     json_output: JsonOption = False,
 ) -> None:
-    """Stop NODE's incident and clean up: give back a permit, untaint, uncordon."""
+    """Stop NODE's incident (or --all) and clean up: give back a permit, untaint, uncordon."""
+    _every_or_one("abort", node, every)
+    if pool is not None and not every:
+        raise typer.BadParameter("--pool applies only with --all", param_hint="--pool")
+    if every and not reason.strip():
+        raise typer.BadParameter("abort --all needs a --reason (it is recorded)")
     request = build(AbortInput, uncordon=not leave_cordoned, **_request(by, reason))
     options = TemporalOptions(address=address, namespace=namespace)
+    if node is None:
+        _operate_every(
+            Updates.ABORT, cluster, options, wait_s, json_output, request, "already aborting", pool
+        )
+        return
     _operate(Updates.ABORT, node, cluster, options, wait_s, json_output, lambda _: request)

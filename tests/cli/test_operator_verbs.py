@@ -145,3 +145,37 @@ async def test_pause_needs_a_node_or_all_but_not_both(cli: Cli) -> None:
     assert "NODE or --all" in neither.stderr
     both = await cli.node_command("pause", "gpu-9", "--all")
     assert both.exit_code == 2
+
+
+async def test_abort_all_of_a_pool_stops_its_incidents_and_needs_a_reason(cli: Cli) -> None:
+    await open_replacement(cli, "gpu-10")
+    await open_replacement(cli, "gpu-11")
+    unexplained = await cli.node_command("abort", "--all")
+    assert unexplained.exit_code == 2
+    assert "needs a --reason" in unexplained.stderr
+    elsewhere = parsed(
+        await cli.node_command("abort", "--all", "--pool", "other", "--reason", "x", "--json")
+    )
+    assert elsewhere["incidents"] == []
+    assert elsewhere["pool"] == "other"
+
+    stopped = parsed(
+        await cli.node_command(
+            "abort", "--all", "--pool", "gpu-pool", "--reason", "network outage", "--json"
+        )
+    )
+    results = {item["node"]: item["result"] for item in stopped["incidents"]}
+    assert results == {"gpu-10": "accepted", "gpu-11": "accepted"}
+    for node in ("gpu-10", "gpu-11"):
+        shown = await assert_eventually(
+            lambda node=node: cli.status_json(node),  # type: ignore[misc]
+            lambda shown: not shown["open"],
+            message=f"{node}'s abort finishes",
+        )
+        assert shown["state"]["outcome"] == "aborted"
+
+
+async def test_pool_applies_only_with_abort_all(cli: Cli) -> None:
+    result = await cli.node_command("abort", "gpu-12", "--pool", "gpu-pool")
+    assert result.exit_code == 2
+    assert "--pool applies only with --all" in result.stderr
