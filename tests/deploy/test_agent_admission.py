@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import cel
 import pytest
 
 from tests.deploy.manifests import built
 from tests.deploy.support import DEPLOY, yaml_documents
+from tests.deploy.vap_support import refusals
 
 AGENT_DOCS = yaml_documents(DEPLOY / "agent-daemonset.yaml")
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
@@ -62,53 +62,9 @@ def request(
     }
 
 
-def _matches_constraints(spec: dict[str, Any], req: dict[str, Any]) -> bool:
-    resource = req["resource"]["resource"]
-    if req["subResource"]:
-        resource += "/" + req["subResource"]
-    for rule in spec["matchConstraints"]["resourceRules"]:
-        if (
-            req["resource"]["group"] in rule["apiGroups"]
-            and (req["resource"]["version"] in rule["apiVersions"] or "*" in rule["apiVersions"])
-            and (req["operation"] in rule["operations"] or "*" in rule["operations"])
-            and resource in rule["resources"]
-        ):
-            return True
-    return False
-
-
 def admit(req: dict[str, Any], policy: dict[str, Any] = POLICY) -> list[str]:
     """The messages the policy refuses ``req`` with (empty: admitted)."""
-    spec = policy["spec"]
-    if not _matches_constraints(spec, req):
-        return []
-    context: dict[str, Any] = {
-        "request": req,
-        "object": req["object"],
-        "oldObject": req["oldObject"],
-    }
-    for condition in spec.get("matchConditions", []):
-        if cel.evaluate(condition["expression"], context) is not True:
-            return []
-    variables: dict[str, Any] = {}
-    for variable in spec.get("variables", []):
-        variables[variable["name"]] = cel.evaluate(
-            variable["expression"], {**context, "variables": variables}
-        )
-    context["variables"] = variables
-    refused = []
-    for validation in spec["validations"]:
-        try:
-            allowed = cel.evaluate(validation["expression"], context)
-        except Exception as err:  # an evaluation error refuses (failurePolicy: Fail)
-            refused.append(f"evaluation error: {err}")
-            continue
-        if allowed is not True:
-            if "messageExpression" in validation:
-                refused.append(str(cel.evaluate(validation["messageExpression"], context)))
-            else:
-                refused.append(validation["message"])
-    return refused
+    return refusals(policy, req)
 
 
 def test_the_agent_may_set_conditions_on_the_node_its_token_is_bound_to() -> None:

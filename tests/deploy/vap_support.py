@@ -92,7 +92,10 @@ def refusals(policy: JSON, req: JSON) -> list[str]:
             refused.append(f"evaluation error: {err}")
             continue
         if allowed is not True:
-            refused.append(str(validation["message"]))
+            if "messageExpression" in validation:
+                refused.append(str(cel.evaluate(validation["messageExpression"], context)))
+            else:
+                refused.append(str(validation["message"]))
     return refused
 
 
