@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 import pytest
 from kubernetes import client as k8s
 from temporalio.client import Client
 
-from gpu_remediation.models import ConditionEvidence
-from tests.triggers.watcher_support import watcher_policy
+from tests.triggers.watcher_support import report, watcher_policy
 from triggers.condition_tracker import ConditionReport
 from triggers.starter import IncidentStarter, TemporalUnavailableError
 from triggers.watcher import FLUSH_WIDTH, NodeConditionWatcher, ReportDelivery
-
-
-def report(node: str, n: int) -> ConditionReport:
-    evidence = ConditionEvidence(
-        observed_at=datetime(2026, 12, 5, tzinfo=UTC),
-        source="test",
-        type="GpuHealthProblem",
-        status="True",
-        reason=f"r{n}",
-    )
-    return ConditionReport(node=node, kind="report", report_id=f"{node}-{n}", evidence=evidence)
 
 
 class RecordingDelivery(ReportDelivery):

@@ -12,7 +12,6 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 import pytest
 from kubernetes import client as k8s
@@ -20,7 +19,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from gpu_remediation.models import ConditionEvidence
 from tests.conftest import assert_eventually
 from tests.triggers.temporal_faults import rpc_error
 from tests.triggers.watcher_support import (
@@ -28,6 +26,7 @@ from tests.triggers.watcher_support import (
     emulator,
     evidence_reports,
     new_cluster,
+    report,
     running,
     terminate_incidents,
     watcher_policy,
@@ -36,17 +35,6 @@ from triggers.condition_tracker import ConditionReport
 from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter, TemporalUnavailableError
 from triggers.watcher import FLUSH_WIDTH, NodeConditionWatcher, ReportDelivery
-
-
-def report(node: str, n: int) -> ConditionReport:
-    evidence = ConditionEvidence(
-        observed_at=datetime(2026, 12, 5, tzinfo=UTC),
-        source="test",
-        type="GpuHealthProblem",
-        status="True",
-        reason=f"r{n}",
-    )
-    return ConditionReport(node=node, kind="report", report_id=f"{node}-{n}", evidence=evidence)
 
 
 class FlakyDelivery(ReportDelivery):

@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes import client as k8s
@@ -21,6 +21,7 @@ from gpu_remediation.policy_loader import load_policy
 from gpu_remediation.workflow_models import NodeRemediationState
 from simulator.kube_api import KubeApiServer, KubeStore
 from tests.workflows.node_support import Cluster
+from triggers.condition_tracker import ConditionReport
 from triggers.starter import IncidentStarter
 from triggers.watcher import NodeConditionWatcher
 
@@ -198,3 +199,15 @@ async def incident_stage(client: Client, cluster: str, node: str) -> str | None:
             raise
         return None
     return state.stage
+
+
+def report(node: str, n: int) -> ConditionReport:
+    """The ``n``-th condition report of ``node`` (its id is ``node-n``)."""
+    evidence = ConditionEvidence(
+        observed_at=datetime(2026, 12, 5, tzinfo=UTC),
+        source="test",
+        type="GpuHealthProblem",
+        status="True",
+        reason=f"r{n}",
+    )
+    return ConditionReport(node=node, kind="report", report_id=f"{node}-{n}", evidence=evidence)
