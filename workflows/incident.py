@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -38,8 +38,6 @@ MAX_EARLY_ANSWERS = 64
 
 class IncidentRecord(BaseModel):
     """What the incident knows and what it has done."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=False)
 
     node: str
     evidence: list[Evidence] = Field(default_factory=list)
