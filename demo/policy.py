@@ -17,14 +17,20 @@ written in simulated time like any other policy and is scaled the same way.
 Without a policy file the demo runs ``DEMO_DEFAULTS``: the shipped defaults
 with the admission gate on and pool ``p5``'s GPU reset off.
 
-Some durations get a floor in real time, because work that does not run on
-the simulated clock (Temporal round trips, API calls, Python on 2 cores) must
-still fit: timeouts and operator waits at least ``MIN_TIMEOUT``, retry
-intervals at least ``MIN_RETRY_INITIAL`` / ``MIN_RETRY_MAX``, the activity
-timeouts at least ``MIN_ACTIVITY_TIMEOUT`` (a call slowed by the machine's load
-or an API latency burst, or a heartbeat held up by a Temporal restart, must not
-time out), and the lease at least twice the replace rung's timeout (a live
-holder never loses it).
+Every duration with policy meaning is scaled exactly, with no floor in real
+time (issue 40): rung and verification windows, grace periods, the cooldown,
+retry intervals, approval, escalation and permit waits. The workflows decide
+them with workflow timers, so at factor F they end at the policy's time on the
+fleet's clock; what real latency adds on top is measured
+(``whatif.latency``), not hidden by a floor. Only the liveness nets keep one:
+the activities' own timeouts (``timeouts``, at least ``MIN_ACTIVITY_TIMEOUT``:
+a call slowed by the machine's load or a heartbeat held up by a Temporal
+restart must not time out; they never decide a step) and the replacement lease
+(at least ``MIN_TIMEOUT`` and twice the replace rung's window, so a live holder
+never loses its permit).
+
+Tests that exercise behaviour, not measure it, may give ``window_floor`` to
+keep the windows above a loaded CI machine's latency.
 """
 
 from __future__ import annotations
@@ -38,8 +44,6 @@ from gpu_remediation.policy_loader import parse_policy
 from gpu_remediation.policy_override import deep_merge
 
 MIN_TIMEOUT = timedelta(seconds=10)
-MIN_RETRY_INITIAL = timedelta(milliseconds=200)
-MIN_RETRY_MAX = timedelta(seconds=1)
 MIN_ACTIVITY_TIMEOUT = timedelta(seconds=10)
 
 DEMO_DEFAULTS = """\
@@ -53,10 +57,8 @@ pools:
 """
 """The demo's policy without ``--policy``, merged over the shipped defaults."""
 
-# Durations that bound work done in real time: they get MIN_TIMEOUT.
-_TIMEOUT_KEYS = frozenset(
-    {"timeout", "permit_wait_timeout", "approval_timeout", "escalation_hold", "lease"}
-)
+# Windows and operator waits: exact, unless a test asks for a floor.
+_WINDOW_KEYS = frozenset({"timeout", "permit_wait_timeout", "approval_timeout", "escalation_hold"})
 
 
 def _scale(value: timedelta, factor: float, floor: timedelta | None) -> timedelta:
@@ -67,23 +69,23 @@ def _scale(value: timedelta, factor: float, floor: timedelta | None) -> timedelt
 
 
 def _floor_for(
-    path: tuple[str, ...], min_timeout: timedelta, min_activity_timeout: timedelta
+    path: tuple[str, ...], window_floor: timedelta | None, min_activity_timeout: timedelta
 ) -> timedelta | None:
     if path[:1] == ("pools",):
         path = path[2:]  # a pool's override: the floor of the setting it overrides
     key = path[-1]
     if path[:1] == ("timeouts",):
-        return min_activity_timeout
-    if key in _TIMEOUT_KEYS:
-        return min_timeout
-    if path[-2:] == ("retry", "initial_interval"):
-        return MIN_RETRY_INITIAL
-    if path[-2:] == ("retry", "max_interval"):
-        return MIN_RETRY_MAX
-    return None  # grace periods, cooldown, windows: scaled exactly
+        return min_activity_timeout  # liveness nets, never a decision
+    if key == "lease":
+        return MIN_TIMEOUT
+    if key in _WINDOW_KEYS:
+        return window_floor
+    return None  # grace periods, cooldown, windows, retry intervals: scaled exactly
 
 
-def _walk(value: Any, factor: float, path: tuple[str, ...], floors: tuple[timedelta, ...]) -> Any:
+def _walk(
+    value: Any, factor: float, path: tuple[str, ...], floors: tuple[timedelta | None, timedelta]
+) -> Any:
     if isinstance(value, timedelta):
         return _scale(value, factor, _floor_for(path, *floors))
     if isinstance(value, dict):
@@ -97,15 +99,16 @@ def scale_policy(
     policy: Policy,
     time_factor: float,
     *,
-    min_timeout: timedelta = MIN_TIMEOUT,
+    window_floor: timedelta | None = None,
     min_activity_timeout: timedelta = MIN_ACTIVITY_TIMEOUT,
 ) -> Policy:
-    """Return ``policy`` with every duration divided by ``time_factor`` (with the floors above).
+    """Return ``policy`` with every duration divided by ``time_factor`` (floors: see above).
 
     Args:
         policy: A validated policy, its durations in simulated time.
         time_factor: Simulated seconds per real second (> 0); 1 changes nothing.
-        min_timeout: The floor of timeouts and operator waits (tests lower it).
+        window_floor: Tests only: a real-time floor for windows and operator
+            waits (the demo and the comparison have none).
         min_activity_timeout: The floor of ``timeouts`` (bookkeeping start-to-close
             and heartbeat timeout).
 
@@ -116,7 +119,7 @@ def scale_policy(
         raise ValueError(f"time factor must be positive, got {time_factor!r}")
     if time_factor == 1:
         return policy
-    floors = (min_timeout, min_activity_timeout)
+    floors = (window_floor, min_activity_timeout)
     data = _walk(policy.model_dump(mode="python"), time_factor, (), floors)
     replace_timeout: timedelta = data["rungs"][Rung.REPLACE]["timeout"]
     data["replacement"]["lease"] = max(data["replacement"]["lease"], 2 * replace_timeout)

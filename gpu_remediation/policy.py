@@ -56,7 +56,12 @@ class RungPolicy(PolicyModel):
     """How one rung runs and how often it may run."""
 
     enabled: bool = True
-    timeout: Duration = Field(default=timedelta(minutes=10), gt=timedelta(0))
+    timeout: Duration = Field(
+        default=timedelta(minutes=10),
+        gt=timedelta(0),
+        description="The step's window, all attempts included (a workflow timer); for "
+        "quarantine, an API call, the bound of each attempt.",
+    )
     retry: RetrySpec = RetrySpec()
     max_attempts: int = Field(
         default=2, ge=1, le=100, description="Attempts per node within `window`."

@@ -49,8 +49,9 @@ DOES_NOT_MODEL = (
     "Real latency: Temporal and the APIs run in real time while the fleet runs time_factor "
     "times faster, so their latency is scaled up with it: each real second is time_factor "
     "simulated seconds of MTTR and unavailability (measured per policy in the section on "
-    "the system's own latency; mttr_real_* in the JSON is the real duration; "
-    "timeouts floored at 10 s real become hours). MTTR here is measured on the simulator's "
+    "the system's own latency; mttr_real_* in the JSON is the real duration). Policy "
+    "windows are workflow timers scaled exactly, and polls come every 15 simulated seconds "
+    "at any factor. MTTR here is measured on the simulator's "
     "clock (mttr_clock_* in the JSON), so time the clock was held does not count.",
 )
 

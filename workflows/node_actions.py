@@ -4,16 +4,26 @@ Each method calls one activity of the contract in ``gpu_remediation.contracts``
 with the timeouts and retry policy its rung has in the policy. Corrective
 calls are cancelled when the operator aborts, so an abort never waits for a
 long reboot or drain to finish.
+
+A step that waits for the world (a drain, a reset, a reboot, a diagnostic, a
+replacement) is given its policy window as a workflow timer: the timer, on the
+policy's clock, decides when the step has taken too long, not the activity's
+own timeouts, which are liveness nets only (window plus ``timeouts.heartbeat``)
+and never fire in a healthy run (issue 40). In the simulated fleet the window
+is then exactly the policy's, scaled by the time factor, with no real-time
+floor; in the history it reads as a timer beside the activity.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
@@ -42,6 +52,14 @@ NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupport
 # A host not back within the reboot window after a delivered reboot will not be
 # back after another: the ladder climbs at once instead of rebooting again.
 REBOOT_NON_RETRYABLE = [*NON_RETRYABLE, "RebootNotConfirmed"]
+
+
+class StepWindowElapsed(Exception):
+    """A step that waits for the world did not finish within its policy window."""
+
+
+STEP_FAILED = (ActivityError, StepWindowElapsed)
+"""What a rung's step can fail with; the stage records it and the ladder decides."""
 
 
 def failure_cause(err: BaseException) -> str:
@@ -132,6 +150,7 @@ class NodeActions:
             c.DrainGpuPodsInput(**self._ids(), timeout_s=timeout.total_seconds()),
             c.DrainResult,
             "evict GPU pods",
+            window=timeout,
         )
 
     async def reset_gpus(self, provider_id: str, gpus: list[int]) -> c.ResetGpusResult:
@@ -142,6 +161,7 @@ class NodeActions:
             c.ResetGpusInput(**self._ids(), provider_id=provider_id, gpu_indices=gpus),
             c.ResetGpusResult,
             f"reset GPUs {gpus or 'all'}",
+            window=self._policy.rung(Rung.GPU_RESET).timeout,
         )
 
     async def reboot(self, provider_id: str, boot_id_before: str) -> c.RebootResult:
@@ -158,6 +178,7 @@ class NodeActions:
             ),
             c.RebootResult,
             "reboot via EC2 and wait for Ready",
+            window=timeout,
             non_retryable=REBOOT_NON_RETRYABLE,
         )
 
@@ -177,6 +198,7 @@ class NodeActions:
             ),
             c.RungStepResult,
             f"{rung}: {activity}",
+            window=timeout,
         )
 
     async def diagnose(self, provider_id: str, label: str) -> c.DiagnosticResult:
@@ -190,19 +212,20 @@ class NodeActions:
             ),
             c.DiagnosticResult,
             f"DCGM diag level {verification.diag_level} ({label})",
-            limit=verification.timeout,
+            window=verification.timeout,
         )
 
     async def check_efa(self) -> a.CheckEfaResult:
-        """Read the node agent's EFA verdict (its EfaHealthProblem condition)."""
-        verification = self._policy.verification
+        """Read the node agent's EFA verdict (its EfaHealthProblem condition).
+
+        A read: the verification's window is the workflow's loop around it.
+        """
         return await self._rung_call(
             Rung.DIAGNOSE,
             Activities.CHECK_EFA,
             a.CheckEfaInput(node=self._node, admission_id=workflow.info().workflow_id),
             a.CheckEfaResult,
             "the node agent's EFA checks",
-            limit=verification.timeout,
         )
 
     async def delete_node_claim(self, provider_id: str) -> c.DeleteNodeClaimResult:
@@ -226,6 +249,7 @@ class NodeActions:
             ),
             c.ReplacementResult,
             "wait for the old node to go and new capacity to be Ready",
+            window=timeout,
         )
 
     async def escalate(self, fault: FaultClass, reason: str, summary: str) -> c.EscalationResult:
@@ -332,15 +356,35 @@ class NodeActions:
         result_type: type[R],
         summary: str,
         *,
-        limit: timedelta | None = None,
+        window: timedelta | None = None,
         non_retryable: list[str] = NON_RETRYABLE,
     ) -> R:
+        """Run one of the rung's activities with its retries.
+
+        Args:
+            rung: The rung whose retry policy (and timeout) applies.
+            name: The activity.
+            arg: Its input.
+            result_type: Its result's model.
+            summary: What the call does, for the UI and the decision log.
+            window: For a step that waits for the world, the policy's window for
+                all of its attempts, a workflow timer (raises
+                ``StepWindowElapsed`` when it fires first). None for an API
+                call, bounded per attempt by the rung's ``timeout`` (at least
+                ``timeouts.bookkeeping``: a liveness net, like every API call's).
+            non_retryable: Error types no retry can fix.
+        """
         retry = self._policy.rung(rung).retry
         handle = workflow.start_activity(
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=limit or self._policy.rung(rung).timeout,
+            # With a window, a liveness net only: the window's timer fires first.
+            start_to_close_timeout=(
+                window + self._policy.timeouts.heartbeat
+                if window is not None
+                else max(self._policy.rung(rung).timeout, self._policy.timeouts.bookkeeping)
+            ),
             # A silent long activity is presumed dead well before its own timeout.
             heartbeat_timeout=self._policy.timeouts.heartbeat,
             retry_policy=RetryPolicy(
@@ -352,7 +396,17 @@ class NodeActions:
             ),
             summary=summary,
         )
-        await workflow.wait_condition(lambda: handle.done() or self._aborted())
+        try:
+            await workflow.wait_condition(
+                lambda: handle.done() or self._aborted(),
+                timeout=window,
+                timeout_summary=f"the policy's window for: {summary}",
+            )
+        except TimeoutError:
+            handle.cancel()
+            with contextlib.suppress(ActivityError):
+                await handle  # its cancellation
+            raise StepWindowElapsed(f"{summary}: not done within the policy's {window}") from None
         if not handle.done():
             # Awaiting a cancelled activity raises ActivityError, which the
             # stage handles like any failure before the abort is acted on.

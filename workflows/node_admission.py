@@ -213,14 +213,19 @@ class NodeAdmissionWorkflow:
     async def _activity_check(
         self, name: a.CheckName, activity: str, arg: Any, result_type: type, summary: str
     ) -> a.BurnInCheck | None:
-        """Run one check's activity, re-reading the node while it runs; None if skipped."""
+        """Run one check's activity, re-reading the node while it runs; None if skipped.
+
+        ``check_timeout`` is the check's window on the workflow's clock (all
+        attempts); the activity's own timeouts are liveness nets behind it.
+        """
         started = workflow.now()
+        deadline = started + self._gate.check_timeout
         retry = self._gate.retry
         handle = workflow.start_activity(
             activity,
             arg,
             result_type=result_type,
-            start_to_close_timeout=self._gate.check_timeout,
+            start_to_close_timeout=self._gate.check_timeout + self._timeouts.heartbeat,
             heartbeat_timeout=self._timeouts.heartbeat,
             retry_policy=RetryPolicy(
                 initial_interval=retry.initial_interval,
@@ -235,10 +240,16 @@ class NodeAdmissionWorkflow:
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         while not handle.done() and self._skip is None:
+            if workflow.now() >= deadline:
+                handle.cancel()
+                with contextlib.suppress(ActivityError):
+                    await handle  # its cancellation, acknowledged by the activity
+                why = f"not done within the policy's check_timeout {self._gate.check_timeout}"
+                return self._check(name, False, why, self._unrunnable(name, why), started=started)
             try:
                 await workflow.wait_condition(
                     lambda: handle.done() or self._skip is not None,
-                    timeout=self._gate.poll_interval,
+                    timeout=min(self._gate.poll_interval, deadline - workflow.now()),
                     timeout_summary=f"{name} running",
                 )
             except TimeoutError:

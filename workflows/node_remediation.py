@@ -82,7 +82,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import ladder, metrics
     from workflows.incident import MAX_EARLY_ANSWERS, IncidentRecord, IncidentState
-    from workflows.node_actions import BOOKKEEPING_RETRY, NodeActions, failure_cause
+    from workflows.node_actions import BOOKKEEPING_RETRY, STEP_FAILED, NodeActions, failure_cause
     from workflows.permit import ReplacementPermit
 
 FIRST_EVIDENCE_WAIT = timedelta(minutes=1)
@@ -870,7 +870,7 @@ class NodeRemediationWorkflow:
             result = f"evicted {len(drained.evicted_uids)} pods"
             if drained.remaining:
                 result += f", {len(drained.remaining)} still running"
-        except ActivityError as err:
+        except STEP_FAILED as err:
             result = f"drain failed: {failure_cause(err)}"
         s.record.end(attempt, result)
         s.record.decide("stop_gpu_work", result, "GPUs must be idle to diagnose or reset")
@@ -1141,7 +1141,7 @@ class NodeRemediationWorkflow:
         gpus = list(s.classification.gpu_indices) if s.classification else []
         try:
             result = await self._actions.run_step(rung, self._provider_id, gpus)
-        except ActivityError as err:
+        except STEP_FAILED as err:
             s.record.end(attempt, f"failed: {failure_cause(err)}")
             s.record.decide(rung.value, "failed", failure_cause(err), rung)
             return StepOutcome.CLIMB
@@ -1156,7 +1156,7 @@ class NodeRemediationWorkflow:
         gpus = list(s.classification.gpu_indices) if s.classification else []
         try:
             result = await self._actions.reset_gpus(self._provider_id, gpus)
-        except ActivityError as err:
+        except STEP_FAILED as err:
             s.record.end(attempt, f"failed: {failure_cause(err)}")
             s.record.decide("gpu_reset", "failed", failure_cause(err), Rung.GPU_RESET)
             return StepOutcome.CLIMB
@@ -1178,7 +1178,7 @@ class NodeRemediationWorkflow:
         health = await self._actions.read_health("read the boot id")
         try:
             result = await self._actions.reboot(health.provider_id, health.boot_id)
-        except ActivityError as err:
+        except STEP_FAILED as err:
             s.record.end(attempt, f"failed: {failure_cause(err)}")
             s.record.decide("reboot", "failed", failure_cause(err), Rung.REBOOT)
             return StepOutcome.CLIMB
@@ -1209,7 +1209,7 @@ class NodeRemediationWorkflow:
                 else "Karpenter drains and terminates",
             )
             replaced = await self._actions.wait_for_replacement(self._pool, asked_at)
-        except ActivityError as err:
+        except STEP_FAILED as err:
             s.record.end(attempt, f"failed: {failure_cause(err)}")
             s.record.decide(
                 log_words.REPLACE_STAGE, log_words.FAILED, failure_cause(err), Rung.REPLACE
@@ -1320,7 +1320,7 @@ class NodeRemediationWorkflow:
             else:
                 result = await self._actions.diagnose(self._provider_id, label)
                 passed, summary, failures = result.passed, result.summary, result.failures
-        except ActivityError as err:
+        except STEP_FAILED as err:
             s.record.decide("verify", f"{check} could not run", failure_cause(err), s.rung)
             if attempt is not None:
                 s.record.end(attempt, "diagnostic error")

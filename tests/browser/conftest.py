@@ -108,7 +108,7 @@ async def ui_stack(
             # 16 nodes: three sick at once stay under the breaker's 20%.
             fleet=FleetConfig(pools=[PoolSpec(name="h100", nodes=16)], time_factor=FAST, seed=3),
             policy=scale_policy(
-                parse_policy("cooldown: 0s"), FAST, min_timeout=timedelta(seconds=5)
+                parse_policy("cooldown: 0s"), FAST, window_floor=timedelta(seconds=5)
             ),
             run_dir=tmp_path,
             cluster=f"ui-{tag}",

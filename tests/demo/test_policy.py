@@ -1,4 +1,4 @@
-"""The demo's policy: every duration divided by the time factor, with real-time floors."""
+"""The demo's policy: every duration divided by the time factor; floors on liveness nets only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.policy import MIN_ACTIVITY_TIMEOUT, MIN_RETRY_INITIAL, MIN_TIMEOUT, scale_policy
+from demo.policy import MIN_ACTIVITY_TIMEOUT, MIN_TIMEOUT, scale_policy
 from demo.run import demo_policy, options_from
 from gpu_remediation.models import FaultClass, Rung
 from gpu_remediation.policy_loader import load_policy, parse_policy
@@ -23,19 +23,33 @@ def test_grace_cooldown_and_windows_are_divided_by_the_time_factor() -> None:
     assert ready.grace == timedelta(seconds=5)  # 5m
 
 
-def test_timeouts_and_retry_intervals_keep_a_real_time_floor() -> None:
+def test_windows_waits_and_retry_intervals_are_scaled_exactly_with_no_real_time_floor() -> None:
+    # Issue 40: at factor 6000 a 10 s floor made the 45 min reboot window 16.7 h.
+    policy = scale_policy(load_policy(), 6000)
+    assert policy.rung(Rung.REBOOT).timeout == timedelta(minutes=45) / 6000
+    assert policy.rung(Rung.STOP_GPU_WORK).timeout == timedelta(minutes=15) / 6000
+    assert policy.verification.timeout == timedelta(minutes=20) / 6000
+    assert policy.rung(Rung.QUARANTINE).retry.initial_interval == timedelta(seconds=5) / 6000
+    assert policy.replacement.permit_wait_timeout == timedelta(hours=6) / 6000
+    assert policy.operator.approval_timeout == timedelta(hours=24) / 6000
+    assert policy.admission.check_timeout == timedelta(minutes=30) / 6000
+
+
+def test_only_the_liveness_nets_keep_a_real_time_floor() -> None:
     policy = scale_policy(load_policy(), 600)
-    assert policy.rung(Rung.QUARANTINE).timeout == MIN_TIMEOUT  # 2m / 600 = 0.2 s
-    assert policy.rung(Rung.REPLACE).timeout == MIN_TIMEOUT  # 1h / 600 = 6 s
-    assert policy.rung(Rung.QUARANTINE).retry.initial_interval == MIN_RETRY_INITIAL
-    assert policy.operator.escalation_hold == timedelta(seconds=432)  # 3d: above the floor
+    assert policy.timeouts.bookkeeping == policy.timeouts.heartbeat == MIN_ACTIVITY_TIMEOUT
     # A live holder never loses its permit: the lease outlives the replace rung.
-    assert policy.replacement.lease >= 2 * policy.rung(Rung.REPLACE).timeout
+    assert policy.replacement.lease >= max(MIN_TIMEOUT, 2 * policy.rung(Rung.REPLACE).timeout)
 
 
-def test_a_floor_never_lengthens_a_duration_the_policy_made_shorter() -> None:
-    policy = scale_policy(parse_policy("rungs: {quarantine: {timeout: 3s}}"), 600)
+def test_a_test_may_floor_the_windows_but_never_lengthens_a_shorter_one() -> None:
+    floor = timedelta(seconds=5)
+    policy = scale_policy(
+        parse_policy("rungs: {quarantine: {timeout: 3s}}"), 600, window_floor=floor
+    )
+    assert policy.rung(Rung.REBOOT).timeout == floor  # 45m / 600 = 4.5 s
     assert policy.rung(Rung.QUARANTINE).timeout == timedelta(seconds=3)
+    assert policy.cooldown == timedelta(seconds=3)  # not a window: exact
 
 
 def test_what_is_not_a_duration_is_unchanged() -> None:
@@ -74,7 +88,7 @@ def test_a_policy_file_given_to_the_demo_decides_its_pools_itself(tmp_path: Path
     assert demo_policy(options_from(policy=file)).pools == {}
 
 
-def test_a_pools_durations_are_scaled_with_the_floors_of_the_settings_they_override() -> None:
+def test_a_pools_durations_are_scaled_like_the_settings_they_override() -> None:
     policy = scale_policy(
         parse_policy(
             "pools: {p5: {cooldown: 10m, rungs: {reboot: {timeout: 1h, window: 24h}}, "
@@ -86,7 +100,7 @@ def test_a_pools_durations_are_scaled_with_the_floors_of_the_settings_they_overr
     assert p5.cooldown == timedelta(seconds=1)  # 10m, exactly
     assert p5.rung(Rung.REBOOT).window == timedelta(minutes=2.4)  # 24h, exactly
     assert p5.fault_class(FaultClass.UNKNOWN).grace == timedelta(seconds=0.1)
-    assert p5.rung(Rung.REBOOT).timeout == MIN_TIMEOUT  # 1h / 600 = 6 s
+    assert p5.rung(Rung.REBOOT).timeout == timedelta(seconds=6)  # 1h, exactly
     assert p5.timeouts.heartbeat == MIN_ACTIVITY_TIMEOUT  # 5m / 600 = 0.5 s
 
 

@@ -24,7 +24,7 @@ def test_the_activity_timeout_floor_is_its_own_and_can_be_lowered() -> None:
     policy = scale_policy(
         load_policy(),
         600,
-        min_timeout=timedelta(seconds=1),
+        window_floor=timedelta(seconds=1),
         min_activity_timeout=timedelta(seconds=3),
     )
     assert policy.timeouts.heartbeat == policy.timeouts.bookkeeping == timedelta(seconds=3)

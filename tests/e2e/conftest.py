@@ -32,6 +32,9 @@ from tests.conftest import assert_eventually
 
 # 1 real second = 10 simulated minutes: a reboot takes 0.4 s, a diag level 2 0.5 s.
 FAST = 600.0
+# Behaviour tests keep the policy's windows above a loaded CI machine's latency;
+# tests of the windows themselves pass None (the demo's and the comparison's way).
+WINDOW_FLOOR = timedelta(seconds=5)
 
 
 class MakeStack(Protocol):
@@ -44,6 +47,7 @@ class MakeStack(Protocol):
         scenario: Scenario | None = None,
         policy: str = "",
         time_factor: float = FAST,
+        window_floor: timedelta | None = WINDOW_FLOOR,
         **fleet: Any,
     ) -> Awaitable[DemoStack]: ...
 
@@ -59,6 +63,7 @@ async def make_stack(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncItera
         scenario: Scenario | None = None,
         policy: str = "",
         time_factor: float = FAST,
+        window_floor: timedelta | None = WINDOW_FLOOR,
         **fleet: Any,
     ) -> DemoStack:
         tag = uuid.uuid4().hex[:8]
@@ -67,7 +72,7 @@ async def make_stack(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncItera
                 pools=pools, time_factor=time_factor, seed=3, scenario=scenario, **fleet
             ),
             policy=scale_policy(
-                parse_policy(policy or "{}"), time_factor, min_timeout=timedelta(seconds=5)
+                parse_policy(policy or "{}"), time_factor, window_floor=window_floor
             ),
             run_dir=tmp_path,
             cluster=f"e2e-{tag}",
