@@ -14,7 +14,8 @@ Job its earlier attempt created, even when that attempt's heartbeat was lost.
 A name recorded in a heartbeat is resumed first (older attempts used random
 names). A Job that ended without a result is deleted, so the retry runs a new
 one. A cancelled check (the node rebooted or went, an operator skipped the
-burn-in) deletes its Job: no all-reduce outlives its admission.
+burn-in) deletes its Job: no all-reduce outlives its admission. The pod's
+log is judged on a thread, off the worker's event loop.
 """
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ class NcclJobs:
             await asyncio.shield(self._delete(name))
             raise
         await self._delete(name)
-        verdict = judge(exit_code, output, input.min_bus_bandwidth_gbps, gpus)
+        # On a thread: the log is the node's to choose, as long as it likes, and
+        # reading it must not hold the worker's event loop (issue 35).
+        verdict = await asyncio.to_thread(
+            judge, exit_code, output, input.min_bus_bandwidth_gbps, gpus
+        )
         return _result(verdict, gpus, job=f"{self._settings.job_namespace}/{name}")
 
     def job_manifest(self, name: str, input: a.RunNcclCheckInput, gpus: int) -> k8s.V1Job:

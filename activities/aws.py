@@ -19,6 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.kubernetes import node_ready
+from activities.node_pin import check_pin
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 
@@ -105,7 +106,7 @@ class Ec2Activities:
         instance_id = instance_id_from_provider_id(input.provider_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + input.timeout_s
-        boot_id, _ = await self._node_state(input.node)
+        boot_id, _ = await self._node_state(input.node, input.pin)
         if boot_id != input.boot_id_before:
             activity.logger.info(
                 "%s already rebooted (%s -> %s)", input.node, input.boot_id_before, boot_id
@@ -120,7 +121,7 @@ class Ec2Activities:
             # recording it: give the host time to go down before asking again.
             settle = min(loop.time() + self._ambiguous_wait, deadline)
             while loop.time() < settle:
-                boot_id, _ = await self._node_state(input.node)
+                boot_id, _ = await self._node_state(input.node, input.pin)
                 if boot_id != input.boot_id_before:
                     boot_id = await self._wait_rebooted(
                         input, deadline, issued_at=None, instance_id=instance_id
@@ -155,7 +156,7 @@ class Ec2Activities:
         loop = asyncio.get_running_loop()
         reissued = False
         while True:
-            boot_id, ready = await self._node_state(input.node)
+            boot_id, ready = await self._node_state(input.node, input.pin)
             if boot_id != input.boot_id_before and ready:
                 return boot_id
             now = datetime.now(UTC).timestamp()
@@ -179,7 +180,8 @@ class Ec2Activities:
                 )
             await asyncio.sleep(self._poll)
 
-    async def _node_state(self, node: str) -> tuple[str, bool]:
+    async def _node_state(self, node: str, pin: c.NodePin | None) -> tuple[str, bool]:
+        """The node's boot id and readiness; ``NodeReplaced`` if it is another machine."""
         try:
             obj = await asyncio.to_thread(self._core.read_node, node)
         except ApiException as err:
@@ -188,6 +190,7 @@ class Ec2Activities:
                     f"node {node} not found", type="NodeNotFound", non_retryable=True
                 ) from err
             raise ApplicationError(f"reading node {node}: {err.status} {err.reason}") from err
+        check_pin(obj, node, pin)
         info = obj.status.node_info if obj.status else None
         return (info.boot_id if info else ""), node_ready(obj)
 

@@ -34,6 +34,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.host_commands import ENCODED_MARKER, CommandOutcome, HostCommand, resumable
 from activities.kubernetes import api_error
+from activities.node_pin import check_pin
+from gpu_remediation.contracts import NodePin
 from gpu_remediation.settings import Settings
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-remediation"}
@@ -54,6 +56,10 @@ NAME_HASH_CHARS = 16
 CONTAINER = "host-command"
 # SSM keeps 8,000 characters of stderr; the same bound here.
 MAX_STDERR = 8000
+MAX_LOG_BYTES = 32 * 1024 * 1024
+"""The most of a Job's log the worker reads (``limitBytes``): the host is not trusted
+to keep its output small. Above the encoded-output cap (host_command.MAX_ENCODED_OUTPUT,
+24 MiB) with room for the lines around it; a log that reaches it is refused."""
 
 
 class JobExecutor:
@@ -85,7 +91,8 @@ class JobExecutor:
                 result to read (its pod never ran, or is gone), or vanished while
                 waited for; ``KubernetesError``/``InvalidInput`` for API failures.
         """
-        del provider_id  # the node name is what pins the Job
+        # The Job is bound to the node by name: only on the incident's machine.
+        await self._check_machine(node, provider_id)
         name = resumable(command, "job")
         resumed = name is not None
         if name is None:
@@ -99,6 +106,18 @@ class JobExecutor:
         if command.kind in REPEATABLE:
             await self._delete(name)
         return outcome
+
+    async def _check_machine(self, node: str, provider_id: str) -> None:
+        """Refuse a node that is not the machine ``provider_id`` names (``NodeReplaced``)."""
+        try:
+            obj = await asyncio.to_thread(self._core.read_node, node)
+        except ApiException as err:
+            if err.status == 404:
+                raise ApplicationError(
+                    f"node {node} not found", type="NodeNotFound", non_retryable=True
+                ) from err
+            raise api_error(f"read node {node}", err) from err
+        check_pin(obj, node, NodePin(uid="", provider_id=provider_id))
 
     def job_manifest(self, name: str, node: str, command: HostCommand) -> k8s.V1Job:
         """The Job for ``command`` on ``node`` (public so tests and RBAC docs can read it)."""
@@ -273,7 +292,9 @@ def _finished(job: Any) -> Any | None:
     return None
 
 
-async def read_container_log(core: Any, namespace: str, pod: str, container: str) -> str | None:
+async def read_container_log(
+    core: Any, namespace: str, pod: str, container: str, *, limit: int = MAX_LOG_BYTES
+) -> str | None:
     """A pod's container log, or None when the pod is gone.
 
     Args:
@@ -281,9 +302,11 @@ async def read_container_log(core: Any, namespace: str, pod: str, container: str
         namespace: The pod's namespace.
         pod: The pod's name.
         container: The container whose log is read.
+        limit: The most bytes read (``limitBytes``); a log that reaches it is refused.
 
     Raises:
-        ApplicationError: The API refused the read (see ``api_error``).
+        ApplicationError: The API refused the read (see ``api_error``), or
+            ``HostOutputTooLarge`` (non-retryable) for a log of ``limit`` bytes or more.
     """
     try:
         # Unparsed: the client's deserializer json.loads() every response, so a
@@ -293,6 +316,7 @@ async def read_container_log(core: Any, namespace: str, pod: str, container: str
             pod,
             namespace,
             container=container,
+            limit_bytes=limit,
             _preload_content=False,
         )
     except ApiException as err:
@@ -304,6 +328,12 @@ async def read_container_log(core: Any, namespace: str, pod: str, container: str
     finally:
         # Unpreloaded responses hold their pooled connection until released.
         response.release_conn()
+    if len(data) >= limit:
+        raise ApplicationError(
+            f"log of pod {pod} reaches {limit} bytes: not read as a result",
+            type="HostOutputTooLarge",
+            non_retryable=True,
+        )
     return data.decode(errors="replace")
 
 

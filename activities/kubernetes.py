@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.kube_drain import Drainer
 from activities.kube_nodes import NodeSummary, list_node_summaries
+from activities.node_pin import check_pin
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 from gpu_remediation.settings import Settings
@@ -80,6 +81,7 @@ class KubernetesActivities:
         return c.NodeHealth(
             exists=True,
             ready=node_ready(node),
+            uid=node.metadata.uid or "",
             boot_id=status.node_info.boot_id if status and status.node_info else "",
             provider_id=(node.spec.provider_id if node.spec else None) or "",
             node_pool=(node.metadata.labels or {}).get(self._settings.node_pool_label),
@@ -117,7 +119,7 @@ class KubernetesActivities:
                 "spec": {"unschedulable": True, "taints": taints},
             }
 
-        await self._update_node(input.node, change)
+        await self._update_node(input.node, change, pin=input.pin)
         return c.QuarantineResult(
             was_already_cordoned=result["was_already_cordoned"], taint_added=result["taint_added"]
         )
@@ -143,12 +145,19 @@ class KubernetesActivities:
             annotations = {WAS_CORDONED_ANNOTATION: None, HELD_ANNOTATION: None}  # null deletes
             return {"metadata": {"annotations": annotations}, "spec": spec_patch}
 
-        await self._update_node(input.node, change, missing_ok=True)
+        await self._update_node(input.node, change, missing_ok=True, pin=input.pin)
         return c.ReleaseResult(**result)
 
     @activity.defn(name=Activities.DRAIN_GPU_PODS)
     async def drain_gpu_pods(self, input: c.DrainGpuPodsInput) -> c.DrainResult:
-        """Evict the node's GPU pods like ``kubectl drain`` (see ``activities.kube_drain``)."""
+        """Evict the node's GPU pods like ``kubectl drain`` (see ``activities.kube_drain``).
+
+        Only on the incident's machine: the pods bound to the name of a node that
+        is another machine now belong to other work.
+        """
+        node = await call_api(self._core.read_node, input.node, missing_ok=True)
+        if node is not None:
+            check_pin(node, input.node, input.pin)
         return await self._drainer.drain(input.node, input.timeout_s)
 
     @activity.defn(name=Activities.RECORD_STEP)
@@ -166,7 +175,7 @@ class KubernetesActivities:
             "at": datetime.now(UTC).isoformat(),
         }
         patch = {"metadata": {"annotations": {STATE_ANNOTATION: json.dumps(state)}}}
-        node = await call_api(self._core.patch_node, input.node, patch, missing_ok=True)
+        node = await self._update_node(input.node, lambda _: patch, missing_ok=True, pin=input.pin)
         if node is None:
             return
         reason = "GpuRemediation" + "".join(
@@ -193,7 +202,7 @@ class KubernetesActivities:
                 },
             }
         }
-        node = await call_api(self._core.patch_node, input.node, patch, missing_ok=True)
+        node = await self._update_node(input.node, lambda _: patch, missing_ok=True, pin=input.pin)
         if node is None:
             return c.EscalationResult(
                 reference=f"node {input.node} is gone; see {input.incident_id}"
@@ -350,19 +359,33 @@ class KubernetesActivities:
         change: Callable[[Any], dict[str, Any] | None],
         *,
         missing_ok: bool = False,
-    ) -> None:
-        """Read, change, write with resourceVersion; re-read on 409 so no edit is lost."""
+        pin: c.NodePin | None = None,
+    ) -> Any:
+        """Read, change, write with resourceVersion; re-read on 409 so no edit is lost.
+
+        The write's resourceVersion makes the pin check hold for the write too:
+        a node deleted and registered again under the name fails it (409).
+
+        Returns:
+            The node as read before the write (None when it is missing and
+            ``missing_ok``).
+
+        Raises:
+            ApplicationError: ``NodeReplaced`` when the node is not ``pin``'s machine.
+        """
         for _ in range(CONFLICT_RETRIES):
             node = await call_api(self._core.read_node, name, missing_ok=missing_ok)
             if node is None:
-                return
+                return None
+            check_pin(node, name, pin)
             patch = change(node)
             if patch is None:
-                return
-            patch.setdefault("metadata", {})["resourceVersion"] = node.metadata.resource_version
+                return node
+            patch = {**patch, "metadata": {**patch.get("metadata", {})}}
+            patch["metadata"]["resourceVersion"] = node.metadata.resource_version
             try:
                 await asyncio.to_thread(self._core.patch_node, name, patch)
-                return
+                return node
             except ApiException as err:
                 if err.status != 409:
                     raise api_error(f"patch node {name}", err) from err

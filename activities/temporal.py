@@ -20,7 +20,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from gpu_remediation.contracts import EnsureSemaphoreInput, LookupNodeHistoryInput, NodeHistory
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_TYPE, Activities
 from gpu_remediation.models import Outcome
-from gpu_remediation.search_attributes import SA_OUTCOME
+from gpu_remediation.search_attributes import SA_OUTCOME, SA_PROVIDER_ID
 from gpu_remediation.semaphore_models import SemaphoreInput
 from gpu_remediation.workflow_models import NodeRemediationResult, RungAttempt
 
@@ -86,6 +86,9 @@ class TemporalActivities:
             f"AND ExecutionStatus != 'Running' "
             f"AND CloseTime >= '{_rfc3339(since)}'"
         )
+        if input.provider_id:
+            # The same name may be another machine now: its past is not this one's.
+            query += f" AND {SA_PROVIDER_ID.name} = '{_quoted(input.provider_id)}'"
         incidents = 0
         attempts: list[RungAttempt] = []
         runs = 0

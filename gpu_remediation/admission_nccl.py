@@ -7,10 +7,17 @@ and ``# Avg bus bandwidth : X``. The check judges the out-of-place bus
 bandwidth at the largest size (small sizes measure latency, not the links)
 and fails on any wrong result. No Temporal or Kubernetes here: the activity
 (``activities.admission_nccl``) and the tests share it.
+
+The output comes from a Job on the node, so it is untrusted (issue 35): the
+parser is total and linear. It reads at most the last ``MAX_OUTPUT_CHARS`` of
+the output, reads no number field over ``MAX_NUMBER_CHARS`` (Python refuses to
+convert integers of over 4300 digits, and the conversion is quadratic), and
+skips malformed rows; its only error is ``NcclOutputError`` (no result row).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,8 +27,30 @@ from gpu_remediation.models import ConditionEvidence
 NCCL_CONDITION = "NcclAllReduceProblem"
 """The condition type of the check's evidence (the classifier calls it unknown: diagnose)."""
 SOURCE = "node-admission"
-_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)", re.M)
+
+MAX_OUTPUT_CHARS = 4 * 1024 * 1024
+"""Most characters of ``all_reduce_perf``'s output read (4 MiB): the last ones.
+
+A run prints a few kilobytes (a header, a row per size, two summary lines);
+4 MiB leaves ample room for NCCL's own logging (``NCCL_DEBUG``) in an image.
+The rows and summary lines come last, so a longer output is cut at its
+start: the kept tail begins at a line start (a line the cut splits is
+dropped whole, never read as a shorter number), and the verdict is read from
+it. Reading it all would cost time and memory in proportion to what the
+node chose to print.
+"""
+MAX_NUMBER_CHARS = 32
+"""Longest number field read; a longer one makes its row (or summary line) malformed.
+
+The tool prints 64-bit counts (at most 20 digits) and ``%.2f`` figures, so
+32 characters fit every real field.
+"""
+# ASCII digits only: the tool prints no others, and str.isdigit() accepts some
+# (superscripts) that int() refuses with a ValueError.
+_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*([0-9]+)\s+(OK|FAILED)", re.M)
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.]+)", re.M)
+_ROW_FIELDS = 13
+"""Fields a row is read up to: size, count, type, redop, root, 4 out of place, 4 in place."""
 
 
 class NcclOutputError(ValueError):
@@ -52,37 +81,85 @@ class AllReduceRun:
         return max(self.rows, key=lambda row: row.size)
 
 
-def _count(field: str) -> int:
-    return int(field) if field.isdigit() else 0  # "N/A": results were not checked
+def _integer(field: str) -> int | None:
+    """``field`` as a count, or None when it is not ASCII digits or too long to be one."""
+    if len(field) > MAX_NUMBER_CHARS or not (field.isascii() and field.isdigit()):
+        return None
+    return int(field)
+
+
+def _decimal(field: str) -> float | None:
+    """``field`` as a figure, or None when it is not a number or too long to be one."""
+    if len(field) > MAX_NUMBER_CHARS:
+        return None
+    try:
+        value = float(field)
+    except ValueError:
+        return None
+    # "nan" and "inf" parse as floats, and nan < floor is False: a row claiming
+    # them would pass the bandwidth check. nccl-tests prints finite figures only.
+    return value if math.isfinite(value) else None
+
+
+def _wrong(field: str) -> int | None:
+    """A #wrong field: its count; 0 for "N/A" (not checked); None when malformed.
+
+    Digits that are no count (too many, or not ASCII) make the row malformed
+    rather than count as unchecked.
+    """
+    count = _integer(field)
+    if count is not None:
+        return count
+    return None if field.isdigit() else 0
+
+
+def _tail(text: str) -> str:
+    """The last ``MAX_OUTPUT_CHARS`` of ``text``, from a line start (see the constant)."""
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    start = len(text) - MAX_OUTPUT_CHARS
+    if text[start - 1] != "\n":
+        newline = text.find("\n", start)
+        start = len(text) if newline < 0 else newline + 1
+    return text[start:]
+
+
+def _row(line: str) -> AllReduceRow | None:
+    """One result row, or None when ``line`` is not a well-formed one."""
+    # Bounded split: a line of a million words costs no more than its first fields.
+    fields = line.split(None, _ROW_FIELDS)
+    if len(fields) < 9:
+        return None
+    size = _integer(fields[0])  # comment lines ("#") fail here too
+    if size is None or _integer(fields[1]) is None:
+        return None
+    busbw = _decimal(fields[7])
+    wrong = _wrong(fields[8])
+    wrong_in_place = _wrong(fields[12]) if len(fields) >= _ROW_FIELDS else 0
+    if busbw is None or wrong is None or wrong_in_place is None:
+        return None
+    return AllReduceRow(size=size, busbw_gbps=busbw, wrong=wrong + wrong_in_place)
 
 
 def parse_all_reduce(text: str) -> AllReduceRun:
-    """Read ``all_reduce_perf``'s output.
+    """Read ``all_reduce_perf``'s output in linear time.
+
+    Only the last ``MAX_OUTPUT_CHARS`` characters are read; malformed rows and
+    summary lines (a number field over ``MAX_NUMBER_CHARS``, say) are skipped.
 
     Raises:
-        NcclOutputError: No result row in the output.
+        NcclOutputError: No result row in the output (the only error raised).
     """
-    rows: list[AllReduceRow] = []
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 9 or line.lstrip().startswith("#"):
-            continue
-        if not (fields[0].isdigit() and fields[1].isdigit()):
-            continue
-        try:
-            busbw = float(fields[7])
-        except ValueError:
-            continue
-        wrong = _count(fields[8]) + (_count(fields[12]) if len(fields) >= 13 else 0)
-        rows.append(AllReduceRow(size=int(fields[0]), busbw_gbps=busbw, wrong=wrong))
+    text = _tail(text)
+    rows = [row for line in text.splitlines() if (row := _row(line)) is not None]
     if not rows:
         raise NcclOutputError(f"no all_reduce_perf result rows in: {text[-300:]!r}")
-    bounds = _OUT_OF_BOUNDS.search(text)
-    average = _AVG_BUSBW.search(text)
+    bounds = (_integer(m.group(1)) for m in _OUT_OF_BOUNDS.finditer(text))
+    averages = (_decimal(m.group(1)) for m in _AVG_BUSBW.finditer(text))
     return AllReduceRun(
         rows=tuple(rows),
-        out_of_bounds=int(bounds.group(1)) if bounds else None,
-        avg_bus_bandwidth_gbps=float(average.group(1)) if average else None,
+        out_of_bounds=next((n for n in bounds if n is not None), None),
+        avg_bus_bandwidth_gbps=next((x for x in averages if x is not None), None),
     )
 
 
@@ -104,7 +181,8 @@ def judge(exit_code: int, output: str, floor_gbps: float, gpus: int) -> Verdict:
     try:
         run = parse_all_reduce(output)
     except NcclOutputError:
-        tail = " ".join(output.strip().splitlines()[-3:])[:400]
+        # From the read tail: splitting a huge output's every line for three would not be.
+        tail = " ".join(_tail(output).strip().splitlines()[-3:])[:400]
         summary = f"all_reduce_perf on {gpus} GPUs exited {exit_code} without results: {tail}"
         return Verdict(False, summary, "AllReduceFailed")
     wrong = sum(row.wrong for row in run.rows) + (run.out_of_bounds or 0)

@@ -20,11 +20,28 @@ from gpu_remediation.workflow_models import RungAttempt
 QUARANTINE_TAINT_KEY = "gpu-remediation.io/quarantine"
 
 
+class NodePin(Model):
+    """The machine an incident is about: the Node object's UID and its provider id.
+
+    A node name is reused (EC2 names nodes by private IP): a new instance that
+    registers under the name is another Node object, with another UID and
+    provider id. Mutating activities refuse a node that does not match its
+    incident's pin (``NodeReplaced``), so an old incident never acts on it.
+    """
+
+    uid: str = Field(max_length=128)
+    provider_id: str = Field(max_length=256)
+
+
 class NodeInput(Model):
     """Base of every activity input that names a node."""
 
     node: NodeName
     incident_id: str = Field(min_length=1, max_length=512)
+    pin: NodePin | None = Field(
+        default=None,
+        description="The machine the incident pinned at triage; None before triage (reads).",
+    )
 
 
 class NodeConditionState(Model):
@@ -46,6 +63,7 @@ class NodeHealth(Model):
 
     exists: bool
     ready: bool = False
+    uid: str = Field(default="", description="The Node object's metadata.uid.")
     boot_id: str = ""
     provider_id: str = ""
     node_pool: str | None = None
@@ -275,6 +293,11 @@ class LookupNodeHistoryInput(Model):
     current_run_id: str = Field(min_length=1, max_length=256, description="Not counted.")
     incidents_since: datetime = Field(description="Start of the repeat-offender window.")
     attempts_since: datetime = Field(description="Start of the longest rung budget window.")
+    provider_id: str = Field(
+        default="",
+        max_length=256,
+        description="Count only this machine's incidents (GpuNodeProviderId); empty: all runs.",
+    )
     max_runs: int = Field(default=50, ge=1, le=200, description="Newest runs read at most.")
 
 

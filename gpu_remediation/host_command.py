@@ -15,7 +15,9 @@ the typed parameters say it.
 
 JSON results are gzip-compressed and base64-encoded on the host because SSM
 truncates standard output at 24,000 characters, which a level-3 diagnostic
-of eight GPUs exceeds.
+of eight GPUs exceeds. Decoding them is bounded (``MAX_ENCODED_OUTPUT``,
+``MAX_DECODED_OUTPUT``): what a host prints is untrusted (issue 35), and a
+few kilobytes of gzip can expand to gigabytes.
 
 Shared by the executors (``activities.host_commands``, ``activities.host_ssm``,
 ``activities.kube_jobs``) and the simulated hosts (``simulator``), which is
@@ -28,6 +30,7 @@ import base64
 import gzip
 import json
 import shlex
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -47,6 +50,24 @@ DOCUMENT_TIMEOUT = "executionTimeout"
 # comment, the fleet simulator reads it to know what to simulate.
 TAG = "# gpu-remediation host-command: "
 ENCODED_MARKER = "gpu-remediation-b64gz:"
+
+MAX_DECODED_OUTPUT = 16 * 1024 * 1024
+"""Most bytes an encoded output may decompress to (16 MiB); more is refused.
+
+The DCGM results recorded in the tests are under 10 KB, and through SSM the
+encoded text cannot pass 24,000 characters; 16 MiB is over a thousand times
+a real result, so it refuses none, while a gzip bomb from a compromised host
+(64 MiB of zeros compresses to about 64 KiB) costs at most 16 MiB of memory
+and a few milliseconds instead of whatever the host chose.
+"""
+MAX_ENCODED_OUTPUT = 24 * 1024 * 1024
+"""Most characters of base64 text (after the marker) decoded at all (24 MiB).
+
+Above what any output within ``MAX_DECODED_OUTPUT`` encodes to, even
+incompressible (gzip adds a few bytes per 64 KiB block, base64 a third), so
+this only refuses what the decompression limit would refuse anyway, before
+the base64 decoding copies it.
+"""
 
 
 class HostCommand(Model):
@@ -178,16 +199,68 @@ def encode_output(raw: str) -> str:
     return ENCODED_MARKER + base64.b64encode(gzip.compress(raw.encode())).decode()
 
 
+class OutputTooLarge(ValueError):
+    """A host's output is over ``MAX_ENCODED_OUTPUT`` or ``MAX_DECODED_OUTPUT``: refused unread."""
+
+
 def decode_output(stdout: str) -> str:
-    """Undo the host-side encoding; raises ValueError if it is not intact.
+    """Undo the host-side encoding; raises ValueError if it is not intact or too large.
+
+    Exactly one gzip member is read (what ``gzip -c`` writes); anything after it
+    is refused. An empty payload decodes to an empty string.
 
     Raises:
-        ValueError: The output is not marked, or the base64/gzip is truncated.
+        OutputTooLarge: The encoded text is over ``MAX_ENCODED_OUTPUT`` characters,
+            or it decompresses to over ``MAX_DECODED_OUTPUT`` bytes (a ValueError).
+        ValueError: The output is not marked, or the base64/gzip is truncated or
+            corrupt.
     """
     text = stdout.strip()
     if not text.startswith(ENCODED_MARKER):
         raise ValueError(f"host output is not in the expected encoding: {text[:120]!r}")
+    encoded = len(text) - len(ENCODED_MARKER)
+    if encoded > MAX_ENCODED_OUTPUT:
+        raise OutputTooLarge(
+            f"host output is too large: {encoded} encoded characters, over the limit "
+            f"of {MAX_ENCODED_OUTPUT} (MAX_ENCODED_OUTPUT)"
+        )
     try:
-        return gzip.decompress(base64.b64decode(text[len(ENCODED_MARKER) :])).decode()
-    except (ValueError, OSError, EOFError) as err:
+        return _gunzip(base64.b64decode(text[len(ENCODED_MARKER) :])).decode()
+    except OutputTooLarge:
+        raise
+    except (ValueError, OSError, EOFError, zlib.error) as err:
         raise ValueError(f"host output is truncated or corrupt: {err}") from err
+
+
+def _gunzip(data: bytes) -> bytes:
+    """One gzip member, decompressed to at most ``MAX_DECODED_OUTPUT`` bytes.
+
+    ``gzip.decompress`` has no bound. The decompressor is asked for one byte
+    more than the limit: getting it means the output is over the limit (asking
+    for exactly the limit could stop before the end-of-stream marker of an
+    output of exactly that size). Getting less means the input ran out first,
+    so a stream that has not reached its end is truncated. zlib checks the
+    member's CRC and length (``zlib.error`` on a mismatch).
+
+    Raises:
+        OutputTooLarge: More than ``MAX_DECODED_OUTPUT`` bytes.
+        EOFError: The stream ends before its end-of-stream marker.
+        ValueError: Data follows the gzip member.
+        zlib.error: Not gzip, or corrupt.
+    """
+    if not data:
+        return b""  # as gzip.decompress: nothing in, nothing out
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # 16+: gzip framing
+    output = decompressor.decompress(data, MAX_DECODED_OUTPUT + 1)
+    if len(output) > MAX_DECODED_OUTPUT:
+        raise OutputTooLarge(
+            f"host output decompresses to over {MAX_DECODED_OUTPUT} bytes "
+            f"(MAX_DECODED_OUTPUT), refused as a possible gzip bomb"
+        )
+    if not decompressor.eof:
+        raise EOFError("compressed output ended before the end-of-stream marker was reached")
+    if decompressor.unused_data:
+        # gzip.decompress would read further members; the host writes one, and
+        # reading each of thousands of tiny members copies the rest of the input.
+        raise ValueError(f"{len(decompressor.unused_data)} bytes after the gzip stream")
+    return output

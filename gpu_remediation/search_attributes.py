@@ -18,8 +18,20 @@ SA_FAULT_CLASS = SearchAttributeKey.for_keyword("GpuFaultClass")
 SA_RUNG = SearchAttributeKey.for_keyword("RemediationRung")
 SA_OUTCOME = SearchAttributeKey.for_keyword("RemediationOutcome")
 SA_CLUSTER = SearchAttributeKey.for_keyword("GpuCluster")
+# The machine (spec.providerID) triage pinned: a node's earlier incidents and
+# budgets are counted for the same machine only, not for a new instance under a
+# reused name (issue 35).
+SA_PROVIDER_ID = SearchAttributeKey.for_keyword("GpuNodeProviderId")
 
-ALL_SEARCH_ATTRIBUTES = (SA_NODE, SA_NODE_POOL, SA_FAULT_CLASS, SA_RUNG, SA_OUTCOME, SA_CLUSTER)
+ALL_SEARCH_ATTRIBUTES = (
+    SA_NODE,
+    SA_NODE_POOL,
+    SA_FAULT_CLASS,
+    SA_RUNG,
+    SA_OUTCOME,
+    SA_CLUSTER,
+    SA_PROVIDER_ID,
+)
 
 
 def start_search_attributes(cluster: str, node: str) -> TypedSearchAttributes:

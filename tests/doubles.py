@@ -100,6 +100,14 @@ class FakeFleet:
     """The EFA link is down until the host reboots (the agent reports it so)."""
     host_dead_after_reboot: bool = False
     """A delivered reboot never brings the host back (the window passes)."""
+    node_uid: str = "uid-node-0"
+    """The Node object's uid, as reads report it."""
+    replaced_after_reads: int | None = None
+    """After this many node reads, the name is another machine (a new uid and provider
+    id): reads say so, and mutating calls pinned to the old one raise NodeReplaced."""
+    reads: int = 0
+    replaced_at: str | None = None
+    """The activity at whose call the name becomes another machine (it is refused)."""
 
     def called(self, name: str) -> int:
         """How many times activity ``name`` ran."""
@@ -115,6 +123,16 @@ class FakeFleet:
 
     def _log(self, name: str, arg: object) -> None:
         self.calls.append((name, arg))
+        if name == self.replaced_at:
+            self.node_uid = "uid-node-new"
+        pin = getattr(arg, "pin", None)
+        if name in SIDE_EFFECTS and pin is not None and pin.uid != self.node_uid:
+            # Like activities.node_pin: the name is another machine now.
+            raise ApplicationError(
+                f"node is another machine now: uid {self.node_uid} (scripted)",
+                type="NodeReplaced",
+                non_retryable=True,
+            )
         if name in self.fail:
             raise ApplicationError(f"{name} failed (scripted)", type="Scripted", non_retryable=True)
 
@@ -124,11 +142,16 @@ class FakeFleet:
         @activity.defn(name=Activities.READ_NODE_HEALTH)
         async def read_node_health(input: c.ReadNodeHealthInput) -> c.NodeHealth:
             self._log(Activities.READ_NODE_HEALTH, input)
+            if self.reads == self.replaced_after_reads:
+                self.node_uid = "uid-node-new"
+            self.reads += 1
+            instance = abs(hash((input.node, self.node_uid))) % 10**16
             return c.NodeHealth(
                 exists=self.node_exists,
                 ready=True,
+                uid=self.node_uid,
                 boot_id=self.boot_id,
-                provider_id=f"aws:///us-west-2a/i-0{abs(hash(input.node)) % 10**16:016x}",
+                provider_id=f"aws:///us-west-2a/i-0{instance:016x}",
                 node_pool=self.node_pool,
             )
 

@@ -140,6 +140,9 @@ class IncidentState(BaseModel):
     # Triage: what the fault is and the node's past.
     classification: Classification | None = None
     health: NodeHealth | None = None
+    """The node as triage read it: its UID and provider id pin the machine."""
+    machine_replaced: str | None = None
+    """Why an activity refused the node as another machine (the incident closes)."""
     prior_incidents: int = 0
     prior_attempts: list[RungAttempt] = Field(default_factory=list)
     ceiling: Rung = Rung.ESCALATE

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
@@ -48,7 +48,8 @@ BOOKKEEPING_RETRY = RetryPolicy(
 )
 # Failures that retrying cannot fix; implementations raise
 # ApplicationError(type=...) with these names.
-NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupported"]
+# (NodeReplaced is raised non-retryable: retrying never brings the machine back.)
+NON_RETRYABLE = ["InvalidInput", "NodeNotFound", "PdbMisconfigured", "NotSupported", "NodeReplaced"]
 # A host not back within the reboot window after a delivered reboot will not be
 # back after another: the ladder climbs at once instead of rebooting again.
 REBOOT_NON_RETRYABLE = [*NON_RETRYABLE, "RebootNotConfirmed"]
@@ -62,6 +63,17 @@ STEP_FAILED = (ActivityError, StepWindowElapsed)
 """What a rung's step can fail with; the stage records it and the ladder decides."""
 
 
+NODE_REPLACED = "NodeReplaced"
+"""A mutating activity found another machine under the node's name (activities.node_pin)."""
+
+
+def failure_type(err: BaseException) -> str | None:
+    """The type of the innermost application error of an activity failure, if any."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return err.type if isinstance(err, ApplicationError) else None
+
+
 def failure_cause(err: BaseException) -> str:
     """The innermost message of an activity failure, for the decision log."""
     while err.__cause__ is not None:
@@ -72,20 +84,36 @@ def failure_cause(err: BaseException) -> str:
 class NodeActions:
     """Typed calls of the remediation activities for one node's incident."""
 
-    def __init__(self, policy: Policy, node: str, aborted: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        node: str,
+        aborted: Callable[[], bool],
+        pin: Callable[[], c.NodePin | None],
+        replaced: Callable[[str], None],
+    ) -> None:
         """Bind the calls to one node.
 
         Args:
             policy: The policy whose rung timeouts and retries apply.
             node: The node's name.
             aborted: Tells whether an operator aborted (cancels corrective calls).
+            pin: The machine the incident pinned at triage (None before), sent
+                with every call so mutating activities refuse another machine.
+            replaced: Told why, when an activity refuses the node as another machine.
         """
         self._policy = policy
         self._node = node
         self._aborted = aborted
+        self._pin = pin
+        self._replaced = replaced
 
-    def _ids(self) -> dict[str, str]:
-        return {"node": self._node, "incident_id": workflow.info().workflow_id}
+    def _ids(self) -> dict[str, object]:
+        return {"node": self._node, "incident_id": workflow.info().workflow_id, "pin": self._pin()}
+
+    def _noticed(self, err: ActivityError) -> None:
+        if failure_type(err) == NODE_REPLACED:
+            self._replaced(failure_cause(err))
 
     async def read_health(self, summary: str = "read node health") -> c.NodeHealth:
         """Read the node's readiness, boot id, provider id and pool."""
@@ -96,8 +124,9 @@ class NodeActions:
     async def node_history(
         self, incidents_since: datetime, attempts_since: datetime
     ) -> c.NodeHistory:
-        """Read the node's earlier incidents (repeat-offender rule, attempt budgets)."""
+        """Read the pinned machine's earlier incidents (repeat-offender rule, attempt budgets)."""
         info = workflow.info()
+        pin = self._pin()
         return await self._bookkeeping(
             Activities.LOOKUP_NODE_HISTORY,
             c.LookupNodeHistoryInput(
@@ -105,6 +134,7 @@ class NodeActions:
                 current_run_id=info.run_id,
                 incidents_since=incidents_since,
                 attempts_since=attempts_since,
+                provider_id=pin.provider_id if pin else "",
             ),
             c.NodeHistory,
             "look up earlier incidents of this node",
@@ -326,27 +356,39 @@ class NodeActions:
         self, rung: Rung | None, fault: FaultClass | None, message: str, *, warning: bool
     ) -> None:
         """Write the step onto the node (annotation + event) for kubectl users."""
-        await workflow.execute_activity(
-            Activities.RECORD_STEP,
-            c.RecordStepInput(
-                **self._ids(), rung=rung, fault_class=fault, message=message[:1024], warning=warning
-            ),
-            start_to_close_timeout=self._policy.timeouts.bookkeeping,
-            retry_policy=BOOKKEEPING_RETRY,
-            summary="record on the node",
-        )
+        try:
+            await workflow.execute_activity(
+                Activities.RECORD_STEP,
+                c.RecordStepInput(
+                    **self._ids(),
+                    rung=rung,
+                    fault_class=fault,
+                    message=message[:1024],
+                    warning=warning,
+                ),
+                start_to_close_timeout=self._policy.timeouts.bookkeeping,
+                retry_policy=BOOKKEEPING_RETRY,
+                summary="record on the node",
+            )
+        except ActivityError as err:
+            self._noticed(err)
+            raise
 
     async def _bookkeeping(
         self, name: str, arg: BaseModel, result_type: type[R], summary: str
     ) -> R:
-        return await workflow.execute_activity(  # type: ignore[no-any-return]
-            name,
-            arg,
-            result_type=result_type,
-            start_to_close_timeout=self._policy.timeouts.bookkeeping,
-            retry_policy=BOOKKEEPING_RETRY,
-            summary=summary,
-        )
+        try:
+            return await workflow.execute_activity(  # type: ignore[no-any-return]
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=self._policy.timeouts.bookkeeping,
+                retry_policy=BOOKKEEPING_RETRY,
+                summary=summary,
+            )
+        except ActivityError as err:
+            self._noticed(err)
+            raise
 
     async def _rung_call(
         self,
@@ -411,4 +453,8 @@ class NodeActions:
             # Awaiting a cancelled activity raises ActivityError, which the
             # stage handles like any failure before the abort is acted on.
             handle.cancel()
-        return await handle  # type: ignore[no-any-return]
+        try:
+            return await handle  # type: ignore[no-any-return]
+        except ActivityError as err:
+            self._noticed(err)
+            raise

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation import decision_log as log_words
     from gpu_remediation.admission_models import AdmissionTrigger
     from gpu_remediation.classifier import classify
+    from gpu_remediation.contracts import NodeHealth, NodePin
     from gpu_remediation.ids import (
         INCIDENT_HOLD_TAINT_VALUE,
         NODE_WORKFLOW_TYPE,
@@ -67,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         SA_NODE,
         SA_NODE_POOL,
         SA_OUTCOME,
+        SA_PROVIDER_ID,
         SA_RUNG,
     )
     from gpu_remediation.semaphore_models import PermitGrant
@@ -113,7 +115,7 @@ class NodeRemediationWorkflow:
         if input.evidence is not None:
             # A plain start carried the first report: taken before any signal.
             self._take_report(input.evidence)
-        self._actions = NodeActions(input.policy, input.node, lambda: self._state.abort is not None)
+        self._actions = self._node_actions(input.policy)
         self._permit = ReplacementPermit(input.semaphore_workflow_id)
 
     @workflow.run
@@ -157,6 +159,7 @@ class NodeRemediationWorkflow:
                 SA_CLUSTER.value_set(self._input.cluster),
                 SA_FAULT_CLASS.value_set(self._fault_value),
                 *([SA_NODE_POOL.value_set(self._pool)] if self._pool else []),
+                *([SA_PROVIDER_ID.value_set(self._provider_id)] if self._provider_id else []),
             ]
         )
         if s.classification is not None and s.classification.start_rung is None:
@@ -218,6 +221,9 @@ class NodeRemediationWorkflow:
         elif not await self._quarantine_node():
             rung = Rung.ESCALATE
         while s.outcome is None:
+            if s.machine_replaced is not None:
+                self._close_machine_replaced()
+                return
             rung = await self._next_step(rung)
             if s.outcome is not None:
                 return
@@ -495,9 +501,7 @@ class NodeRemediationWorkflow:
         if pool_policy is self._policy:
             return
         self._policy = pool_policy
-        self._actions = NodeActions(
-            pool_policy, self._input.node, lambda: self._state.abort is not None
-        )
+        self._actions = self._node_actions(pool_policy)
         self._state.record.decide("triage", f"policy of pool {self._pool}", "pool override")
         self._classify()  # the pool's fault classes may start elsewhere
 
@@ -1176,8 +1180,12 @@ class NodeRemediationWorkflow:
         # reboot a second time. A host not back within the window is not
         # rebooted again (RebootNotConfirmed is not retried): the ladder climbs.
         health = await self._actions.read_health("read the boot id")
+        if not self._same_machine(health):
+            s.record.end(attempt, "not rebooted: another machine")
+            return StepOutcome.CLIMB
         try:
-            result = await self._actions.reboot(health.provider_id, health.boot_id)
+            # The pinned provider id, never a re-read one: only this machine reboots.
+            result = await self._actions.reboot(self._provider_id, health.boot_id)
         except STEP_FAILED as err:
             s.record.end(attempt, f"failed: {failure_cause(err)}")
             s.record.decide("reboot", "failed", failure_cause(err), Rung.REBOOT)
@@ -1356,9 +1364,36 @@ class NodeRemediationWorkflow:
     async def _check_node_ready(self) -> tuple[bool, str, list[Evidence]]:
         """A host fault's check: the node is Ready (a reboot also confirmed its new boot)."""
         health = await self._actions.read_health("check the node is Ready")
+        if not self._same_machine(health):
+            return False, "another machine under the node's name", []
         if health.ready:
             return True, f"node Ready on boot {health.boot_id}", []
         return False, "node not Ready", []
+
+    def _same_machine(self, health: NodeHealth) -> bool:
+        """Whether a fresh read is still the pinned machine; notes it when it is not."""
+        pin = self._pin()
+        if pin is None or not health.exists:
+            return True  # a missing node is the steps' own concern
+        if (health.uid, health.provider_id) == (pin.uid, pin.provider_id):
+            return True
+        self._on_machine_replaced(
+            f"node {self._input.node} is another machine now: uid {health.uid}, "
+            f"provider id {health.provider_id}; the incident pinned {pin.uid}, {pin.provider_id}"
+        )
+        return False
+
+    def _close_machine_replaced(self) -> None:
+        """The machine this incident was about is gone: nothing more is done under its name."""
+        s = self._state
+        s.record.decide(
+            "ladder",
+            "closed: the machine is gone",
+            f"{s.machine_replaced}; a new incident starts for the new machine if its "
+            "signals say so",
+            s.rung,
+        )
+        s.outcome = Outcome.NODE_GONE
 
     def _climb(self, rung: Rung) -> Rung:
         s = self._state
@@ -1626,6 +1661,28 @@ class NodeRemediationWorkflow:
         """Put the outcome in the list while the run stays open (cooldown)."""
         if self._state.outcome is not None:
             workflow.upsert_search_attributes([SA_OUTCOME.value_set(self._state.outcome.value)])
+
+    # ------------------------------------------------------- the pinned machine
+
+    def _node_actions(self, policy: Policy) -> NodeActions:
+        return NodeActions(
+            policy,
+            self._input.node,
+            lambda: self._state.abort is not None,
+            self._pin,
+            self._on_machine_replaced,
+        )
+
+    def _pin(self) -> NodePin | None:
+        """The machine triage read (UID and provider id); None before triage."""
+        health = self._state.health
+        if health is None or not health.exists:
+            return None
+        return NodePin(uid=health.uid, provider_id=health.provider_id)
+
+    def _on_machine_replaced(self, reason: str) -> None:
+        if self._state.machine_replaced is None:
+            self._state.machine_replaced = reason[:1024]
 
     # ---------------------------------------------------------------- view
 

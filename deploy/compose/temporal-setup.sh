@@ -16,7 +16,7 @@ namespace="${TEMPORAL_NAMESPACE:-default}"
 retention="${TEMPORAL_NAMESPACE_RETENTION:-720h}"
 wait_s="${TEMPORAL_SETUP_WAIT_S:-180}"
 # The search attributes of gpu_remediation/ids.py (tests/deploy keep them equal).
-attributes="GpuCluster GpuNode GpuNodePool GpuFaultClass RemediationRung RemediationOutcome"
+attributes="GpuCluster GpuNode GpuNodePool GpuNodeProviderId GpuFaultClass RemediationRung RemediationOutcome"
 
 waited=0
 until temporal operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null 2>&1; do

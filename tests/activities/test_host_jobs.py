@@ -16,8 +16,14 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.host import HostActivities
 from activities.host_commands import HostCommand, encode_output
-from activities.kube_jobs import KEEP_FINISHED_S, JobExecutor
+from activities.kube_jobs import (
+    KEEP_FINISHED_S,
+    MAX_LOG_BYTES,
+    JobExecutor,
+    read_container_log,
+)
 from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput
+from gpu_remediation.host_command import MAX_ENCODED_OUTPUT
 from gpu_remediation.settings import Settings
 from simulator.kube_api import JOBS, PODS, HostResult, JobKubelet, KubeApiServer, KubeStore
 from tests.activities.ssm_support import fixture
@@ -59,6 +65,12 @@ def job_settings(settings: Settings) -> Settings:
 @pytest.fixture
 def hosts() -> Hosts:
     return Hosts()
+
+
+@pytest.fixture(autouse=True)
+def node(store: KubeStore) -> None:
+    """The machine the inputs name: a Job runs only on the incident's machine."""
+    store.put_node("gpu-1", provider_id="aws:///us-west-2a/i-0abc")
 
 
 @pytest.fixture
@@ -247,3 +259,31 @@ async def test_json_looking_output_is_read_verbatim(executor: JobExecutor, hosts
     result = await ActivityEnvironment().run(HostActivities(executor).reset_gpus, RESET)
     assert result.status == "failed"
     assert '{"error": "In use by another client"}' in result.detail
+
+
+async def test_no_job_runs_on_another_machine_under_the_nodes_name(
+    store: KubeStore, executor: JobExecutor, hosts: Hosts
+) -> None:
+    # Issue 35: the name came back as a new instance; the incident pinned the old one.
+    store.put_node("gpu-1", provider_id="aws:///us-west-2a/i-0new")
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(HostActivities(executor).reset_gpus, RESET)
+    assert raised.value.type == "NodeReplaced"
+    assert raised.value.non_retryable
+    assert hosts.seen == []
+    assert nothing_left(store)
+
+
+async def test_a_job_log_at_the_read_limit_is_refused_not_read_whole(
+    store: KubeStore, api: Any
+) -> None:
+    # The host is not trusted to keep its output small: the worker reads at most
+    # MAX_LOG_BYTES (limitBytes) and refuses a log that reaches it.
+    store.put_pod(NS, "pod-1", node_name="gpu-1")
+    store.set_pod_log(NS, "pod-1", "x" * 5000, container="main")
+    core = client.CoreV1Api(api)
+    with pytest.raises(ApplicationError) as raised:
+        await read_container_log(core, NS, "pod-1", "main", limit=1000)
+    assert raised.value.type == "HostOutputTooLarge"
+    assert await read_container_log(core, NS, "pod-1", "main", limit=5001) == "x" * 5000
+    assert MAX_LOG_BYTES > MAX_ENCODED_OUTPUT  # a valid encoded result always fits

@@ -58,6 +58,12 @@ def host() -> Iterator[HeldHost]:
     held.release.set()  # a failing test must not leave the kubelet's thread waiting
 
 
+@pytest.fixture(autouse=True)
+def node(store: KubeStore) -> None:
+    """The machine the inputs name: a Job runs only on the incident's machine."""
+    store.put_node("gpu-1", provider_id="aws:///us-west-2a/i-0abc")
+
+
 @pytest.fixture
 def kubelet(store: KubeStore, host: HeldHost) -> Iterator[JobKubelet]:
     with JobKubelet(store, host) as running:
