@@ -202,7 +202,7 @@ async def test_the_worker_role_allows_every_call_of_the_activities_and_nothing_m
 async def test_the_job_executor_role_covers_its_jobs_pods_and_logs(
     kube: KubeApiServer, store: KubeStore, api: Any
 ) -> None:
-    store.put_node("gpu-1")
+    store.put_node("gpu-1", provider_id=PROVIDER)
 
     def host(_job: dict[str, Any], command: Any) -> HostResult:
         if command.kind == "gpu_reset":
