@@ -4,7 +4,8 @@ Workflow code cannot start an unrelated workflow idempotently (a child would
 be tied to its parent's lifetime), so holders make sure the singleton
 semaphore runs through an activity. Nor can it list workflows, so a node's
 earlier incidents (the repeat-offender rule, per-node attempt budgets) are
-read from visibility by an activity too.
+read from visibility by an activity too, and so is a pool's count of recent
+replacements (the replacement rate budget).
 """
 
 from __future__ import annotations
@@ -17,10 +18,21 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
-from gpu_remediation.contracts import EnsureSemaphoreInput, LookupNodeHistoryInput, NodeHistory
+from gpu_remediation.contracts import (
+    CountReplacementsInput,
+    EnsureSemaphoreInput,
+    LookupNodeHistoryInput,
+    NodeHistory,
+    ReplacementCount,
+)
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_TYPE, Activities
 from gpu_remediation.models import Outcome
-from gpu_remediation.search_attributes import SA_OUTCOME, SA_PROVIDER_ID
+from gpu_remediation.search_attributes import (
+    SA_CLUSTER,
+    SA_NODE_POOL,
+    SA_OUTCOME,
+    SA_PROVIDER_ID,
+)
 from gpu_remediation.semaphore_models import SemaphoreInput
 from gpu_remediation.workflow_models import NodeRemediationResult, RungAttempt
 
@@ -38,7 +50,7 @@ class TemporalActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this class, for a worker's registration."""
-        return [self.ensure_semaphore, self.lookup_node_history]
+        return [self.ensure_semaphore, self.lookup_node_history, self.count_replacements]
 
     @activity.defn(name=Activities.ENSURE_SEMAPHORE)
     async def ensure_semaphore(self, input: EnsureSemaphoreInput) -> None:
@@ -123,6 +135,23 @@ class TemporalActivities:
         # Newest last and bounded: the budget check only needs the recent ones.
         attempts.sort(key=lambda a: a.started_at)
         return NodeHistory(incidents=incidents, attempts=attempts[-200:])
+
+    @activity.defn(name=Activities.COUNT_REPLACEMENTS)
+    async def count_replacements(self, input: CountReplacementsInput) -> ReplacementCount:
+        """Count the pool's incidents closed as ``replaced`` since ``input.since``.
+
+        From visibility (the outcome and pool search attributes), so the count is
+        the cluster's record, not one worker's memory. Read-only.
+        """
+        query = (
+            f"{SA_CLUSTER.name} = '{_quoted(input.cluster)}' "
+            f"AND {SA_OUTCOME.name} = '{Outcome.REPLACED.value}' "
+            f"AND CloseTime >= '{_rfc3339(input.since)}'"
+        )
+        if input.node_pool is not None:
+            query += f" AND {SA_NODE_POOL.name} = '{_quoted(input.node_pool)}'"
+        counted = await self._client.count_workflows(query)
+        return ReplacementCount(count=counted.count)
 
 
 # Outcomes of runs that never touched the node: not incidents for the repeat rule.

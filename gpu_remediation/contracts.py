@@ -301,6 +301,20 @@ class LookupNodeHistoryInput(Model):
     max_runs: int = Field(default=50, ge=1, le=200, description="Newest runs read at most.")
 
 
+class CountReplacementsInput(Model):
+    """Count a pool's nodes replaced since a moment (the replacement rate budget)."""
+
+    cluster: str = Field(min_length=1, max_length=256)
+    node_pool: str | None = Field(default=None, max_length=256, description="None: the cluster.")
+    since: datetime
+
+
+class ReplacementCount(Model):
+    """Incidents of the pool that closed as ``replaced`` since the moment asked."""
+
+    count: int = Field(ge=0)
+
+
 class NodeHistory(Model):
     """What a node's earlier incidents add up to."""
 

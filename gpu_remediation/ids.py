@@ -134,6 +134,7 @@ class Activities:
     NOTIFY_WORKLOAD_OWNER = "notify_workload_owner"
     ENSURE_SEMAPHORE = "ensure_semaphore"
     LOOKUP_NODE_HISTORY = "lookup_node_history"
+    COUNT_REPLACEMENTS = "count_replacements"
     FIND_NODE_JOBS = "find_node_jobs"
     REQUEST_CHECKPOINT = "request_checkpoint"
     WITHDRAW_CHECKPOINT = "withdraw_checkpoint"

@@ -123,8 +123,32 @@ class VerificationPolicy(PolicyModel):
     )
 
 
+class ReplacementRatePolicy(PolicyModel):
+    """How many nodes of one pool may be replaced within a window (issue 35).
+
+    The concurrency cap bounds replacements at once, not in all: a burn-in check
+    that wrongly fails every new node would replace new nodes endlessly, two at a
+    time, and the breaker never trips because replaced nodes leave. Past the
+    budget, a replacement goes to a person instead. Absent in older histories:
+    today's defaults.
+    """
+
+    enabled: bool = True
+    window: Duration = Field(default=timedelta(hours=24), gt=timedelta(0))
+    max_fraction: float = Field(
+        default=0.1, gt=0, le=1, description="Of the pool's nodes, replaced within `window`."
+    )
+    min_count: int = Field(
+        default=3, ge=1, le=10_000, description="The budget of a small pool, whatever its size."
+    )
+
+    def budget(self, pool_nodes: int) -> int:
+        """Replacements allowed within the window for a pool of ``pool_nodes`` nodes."""
+        return max(self.min_count, int(self.max_fraction * pool_nodes))
+
+
 class ReplacementPolicy(PolicyModel):
-    """Fleet-wide cap on concurrent replacements."""
+    """Fleet-wide cap on concurrent replacements, and a rate budget per pool."""
 
     max_concurrent: int = Field(default=2, ge=1, le=1000)
     permit_wait_timeout: Duration = Field(default=timedelta(hours=6), gt=timedelta(0))
@@ -133,6 +157,7 @@ class ReplacementPolicy(PolicyModel):
         gt=timedelta(0),
         description="A permit not released by then is reclaimed.",
     )
+    rate: ReplacementRatePolicy = ReplacementRatePolicy()
 
 
 class BreakerPolicy(PolicyModel):

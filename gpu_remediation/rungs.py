@@ -84,6 +84,8 @@ class StepOutcome(StrEnum):
     """The ladder cannot go on by itself (no permit, release failed): hand over."""
     ABORTED = "aborted"
     """An operator aborted or redirected the ladder while the step ran."""
+    HELD = "held"
+    """The breaker opened before the step did anything: decide the rung again (hold)."""
 
 
 class RungSpec(BaseModel):

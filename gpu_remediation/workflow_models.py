@@ -27,6 +27,11 @@ class RungAttempt(Model):
     started_at: datetime
     ended_at: datetime | None = None
     result: str = ""
+    ran: bool = Field(
+        default=True,
+        description="False: begun, but nothing was done to the node (the breaker opened "
+        "under the permit); it spends no attempt of the rung's budget.",
+    )
 
 
 class NodeRemediationInput(Model):

@@ -108,6 +108,10 @@ class FakeFleet:
     reads: int = 0
     replaced_at: str | None = None
     """The activity at whose call the name becomes another machine (it is refused)."""
+    replaced_in_pool: int = 0
+    pool_unhealthy_then: list[int] = field(default_factory=list)
+    """Unhealthy counts the next breaker checks answer, in order, before ``pool_unhealthy``."""
+    """What the replacement count answers (the pool's replacements in the rate window)."""
 
     def called(self, name: str) -> int:
         """How many times activity ``name`` ran."""
@@ -217,6 +221,11 @@ class FakeFleet:
         async def record_step(input: c.RecordStepInput) -> None:
             self._log(Activities.RECORD_STEP, input)
 
+        @activity.defn(name=Activities.COUNT_REPLACEMENTS)
+        async def count_replacements(input: c.CountReplacementsInput) -> c.ReplacementCount:
+            self._log(Activities.COUNT_REPLACEMENTS, input)
+            return c.ReplacementCount(count=self.replaced_in_pool)
+
         @activity.defn(name=Activities.DELETE_NODE_CLAIM)
         async def delete_node_claim(input: c.DeleteNodeClaimInput) -> c.DeleteNodeClaimResult:
             self._log(Activities.DELETE_NODE_CLAIM, input)
@@ -240,8 +249,11 @@ class FakeFleet:
         @activity.defn(name=Activities.CHECK_BREAKER)
         async def check_breaker(input: c.CheckBreakerInput) -> c.PoolHealth:
             self._log(Activities.CHECK_BREAKER, input)
+            unhealthy = (
+                self.pool_unhealthy_then.pop(0) if self.pool_unhealthy_then else self.pool_unhealthy
+            )
             return c.PoolHealth(
-                node_pool=input.node_pool, total=self.pool_total, unhealthy=self.pool_unhealthy
+                node_pool=input.node_pool, total=self.pool_total, unhealthy=unhealthy
             )
 
         @activity.defn(name=Activities.ESCALATE)
@@ -295,6 +307,7 @@ class FakeFleet:
             check_efa,
             record_step,
             delete_node_claim,
+            count_replacements,
             wait_for_replacement,
             check_breaker,
             escalate,

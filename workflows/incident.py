@@ -110,10 +110,10 @@ class IncidentRecord(BaseModel):
         self.attempts.append(RungAttempt(rung=rung, started_at=workflow.now()))
         return len(self.attempts) - 1
 
-    def end(self, index: int, result: str) -> None:
-        """Record how attempt ``index`` ended."""
+    def end(self, index: int, result: str, *, ran: bool = True) -> None:
+        """Record how attempt ``index`` ended (``ran=False``: nothing was done to the node)."""
         self.attempts[index] = self.attempts[index].model_copy(
-            update={"ended_at": workflow.now(), "result": result}
+            update={"ended_at": workflow.now(), "result": result, "ran": ran}
         )
 
     def rungs_tried(self) -> list[Rung]:

@@ -71,9 +71,14 @@ def climb(current: Rung, classification: Classification) -> Rung:
 def attempts_in_window(
     attempts: Sequence[RungAttempt], rung: Rung, now: datetime, policy: Policy
 ) -> int:
-    """Count the attempts of ``rung`` within its policy window ending at ``now``."""
+    """Count the attempts of ``rung`` within its policy window ending at ``now``.
+
+    An attempt that did nothing to the node (``ran`` False) spends no budget.
+    """
     window = policy.rung(rung).window
-    return sum(1 for a in attempts if a.rung == rung and a.started_at >= now - window)
+    return sum(
+        1 for a in attempts if a.rung == rung and a.ran and a.started_at >= now - window
+    )
 
 
 def blocked_by_policy(

@@ -140,6 +140,17 @@ class NodeActions:
             "look up earlier incidents of this node",
         )
 
+    async def count_replacements(
+        self, cluster: str, pool: str | None, since: datetime
+    ) -> c.ReplacementCount:
+        """Count the pool's nodes replaced since ``since`` (the rate budget)."""
+        return await self._bookkeeping(
+            Activities.COUNT_REPLACEMENTS,
+            c.CountReplacementsInput(cluster=cluster, node_pool=pool, since=since),
+            c.ReplacementCount,
+            f"count the replacements in pool {pool}",
+        )
+
     async def pool_health(self, pool: str | None) -> c.PoolHealth:
         """Count the pool's nodes (the GPU nodes when none) and the unhealthy ones."""
         return await self._bookkeeping(

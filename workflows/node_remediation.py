@@ -840,7 +840,9 @@ class NodeRemediationWorkflow:
             return rung
         if step == StepOutcome.ESCALATE:
             return Rung.ESCALATE
-        if step == StepOutcome.ABORTED or s.skip_to is not None or s.abort is not None:
+        if step in (StepOutcome.ABORTED, StepOutcome.HELD):
+            return rung  # decided again: the operator's request, or the breaker's hold
+        if s.skip_to is not None or s.abort is not None:
             return rung
         return self._climb(rung)
 
@@ -1202,6 +1204,8 @@ class NodeRemediationWorkflow:
         if forced_by is not None:
             s.record.decide(log_words.REPLACE_STAGE, "permit bypassed", f"forced by {forced_by}")
         else:
+            if not await self._within_replacement_rate(attempt):
+                return StepOutcome.ESCALATE
             permitted = await self._take_permit(attempt)
             if permitted != StepOutcome.FIXED:
                 return permitted
@@ -1235,6 +1239,33 @@ class NodeRemediationWorkflow:
         s.record.end(attempt, f"replaced by {replaced.new_node or 'new capacity'}")
         await self._admission_of_replacement(replaced.new_node)
         return StepOutcome.FIXED
+
+    async def _within_replacement_rate(self, attempt: int) -> bool:
+        """Whether the pool's replacement budget for ``replacement.rate.window`` has room.
+
+        Past it, a person decides (the step escalates): replacements that keep
+        coming, two at a time, are more likely a wrong check than bad hardware.
+        """
+        s = self._state
+        rate = self._policy.replacement.rate
+        if not rate.enabled:
+            return True
+        pool = await self._actions.pool_health(self._pool)
+        done = await self._actions.count_replacements(
+            self._input.cluster, self._pool, workflow.now() - rate.window
+        )
+        budget = rate.budget(pool.total)
+        if done.count < budget:
+            return True
+        s.record.end(attempt, "replacement rate budget spent")
+        s.record.decide(
+            log_words.REPLACE_STAGE,
+            "rate budget spent",
+            f"{done.count} node(s) of pool {self._pool} replaced within {rate.window} "
+            f"(budget {budget} for {pool.total} nodes): a person decides",
+            Rung.REPLACE,
+        )
+        return False
 
     async def _take_permit(self, attempt: int) -> StepOutcome:
         """Wait for a replacement permit, then re-check the breaker under it.
@@ -1286,11 +1317,14 @@ class NodeRemediationWorkflow:
                 log_words.REPLACE_STAGE, "no permit", f"none within {wait}", Rung.REPLACE
             )
             return StepOutcome.ESCALATE
-        # The fleet may have changed while this node waited in line.
+        # The fleet may have changed while this node waited in line. An open
+        # breaker holds, it does not hand over: the permit goes back, the
+        # attempt spends no budget, and the ladder's next decision holds the
+        # node until the breaker closes (or its signals clear).
         if await self._breaker_open(Rung.REPLACE):
             await self._permit.release("breaker opened while waiting")
-            s.record.end(attempt, "breaker open")
-            return StepOutcome.ESCALATE
+            s.record.end(attempt, "breaker opened under the permit: held", ran=False)
+            return StepOutcome.HELD
         return StepOutcome.FIXED
 
     async def _verify_step(self, spec: RungSpec, rung: Rung, attempt: int) -> StepOutcome:

@@ -27,7 +27,10 @@ checks:
   without an open incident or burn-in (escalated incidents hand the node to a
   human on purpose and are left out);
 - ``workflows_failed_or_stuck``: no run failed, timed out or was terminated,
-  no incident is still unsettled, no workflow task failed.
+  no incident is still unsettled, no workflow task failed;
+- ``actions_on_pinned_machine``: every action an incident took carried the
+  machine its triage read (the Node's uid and provider id), and every host
+  action named that machine's instance, the fleet's own for the node (issue 35).
 """
 
 from __future__ import annotations
@@ -374,6 +377,73 @@ def workflows_failed_or_stuck(facts: RunFacts) -> InvariantResult:
     )
 
 
+# Activities that act on a node or its instance (reads and bookkeeping elsewhere are not).
+_MUTATING = frozenset(
+    {
+        Activities.QUARANTINE_NODE,
+        Activities.RELEASE_NODE,
+        Activities.DRAIN_GPU_PODS,
+        Activities.RESET_GPUS,
+        Activities.REBOOT_NODE,
+        Activities.RUN_DIAGNOSTIC,
+        Activities.RECORD_STEP,
+        Activities.ESCALATE,
+        Activities.DELETE_NODE_CLAIM,
+    }
+)
+_HOST = frozenset({Activities.RESET_GPUS, Activities.REBOOT_NODE, Activities.RUN_DIAGNOSTIC})
+
+
+def _pinned(run: RunRecord) -> tuple[str, str] | None:
+    """(uid, provider id) of the node as the incident's triage read it."""
+    for record in run.activities:
+        if record.name == Activities.READ_NODE_HEALTH and record.result is not None:
+            if not record.result.get("exists"):
+                return None
+            return str(record.result.get("uid", "")), str(record.result.get("provider_id", ""))
+    return None
+
+
+def actions_on_pinned_machine(facts: RunFacts) -> InvariantResult:
+    """Every action of an incident was pinned to the machine its triage read."""
+    violations = []
+    checked = 0
+    for run in _incidents(facts):
+        pinned = _pinned(run)
+        if pinned is None:
+            continue
+        node = facts.nodes.get(run.node or "")
+        for record in run.activities:
+            if record.name not in _MUTATING and not record.name.startswith("run_rung_"):
+                continue
+            checked += 1
+            pin = record.input.get("pin") or {}
+            if (pin.get("uid"), pin.get("provider_id")) != pinned:
+                violations.append(
+                    f"{_name(run)}: {record.name} carried pin {pin or None}, triage read {pinned}"
+                )
+            provider_id = record.input.get("provider_id")
+            if record.name in _HOST or record.name == Activities.DELETE_NODE_CLAIM:
+                if provider_id != pinned[1]:
+                    violations.append(
+                        f"{_name(run)}: {record.name} named {provider_id}, pinned {pinned[1]}"
+                    )
+                elif (
+                    node is not None
+                    and node.instance_id
+                    and not str(provider_id).endswith("/" + node.instance_id)
+                ):
+                    violations.append(
+                        f"{_name(run)}: {record.name} named {provider_id}, but {node.name} "
+                        f"is instance {node.instance_id}"
+                    )
+    return InvariantResult(
+        name="actions_on_pinned_machine",
+        checked=f"{checked} action(s) of incidents",
+        violations=violations,
+    )
+
+
 CHECKS: tuple[Callable[[RunFacts], InvariantResult], ...] = (
     incidents_lost,
     duplicate_incidents,
@@ -384,6 +454,7 @@ CHECKS: tuple[Callable[[RunFacts], InvariantResult], ...] = (
     permits_leaked,
     nodes_left_quarantined,
     workflows_failed_or_stuck,
+    actions_on_pinned_machine,
 )
 
 
