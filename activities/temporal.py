@@ -63,15 +63,16 @@ class TemporalActivities:
         Args:
             input: Capacity for a newly started semaphore, and its workflow id.
         """
+        per_pool = f", {input.pool_capacity} per pool" if input.pool_capacity else ""
         handle = await self._client.start_workflow(
             SEMAPHORE_WORKFLOW_TYPE,
-            SemaphoreInput(capacity=input.capacity),
+            SemaphoreInput(capacity=input.capacity, pool_capacity=input.pool_capacity),
             id=input.workflow_id,
             task_queue=activity.info().task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=(
-                f"Replacement semaphore (plumbing): fleet-wide cap of {input.capacity} "
-                "concurrent node replacements"
+                f"Semaphore (plumbing): fleet-wide cap of {input.capacity} concurrent "
+                f"{input.purpose}{per_pool}"
             ),
         )
         activity.logger.info(

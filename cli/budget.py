@@ -1,7 +1,11 @@
-"""``remediate budget``: the replacement semaphore's capacity, holders and waiters."""
+"""``remediate budget``: a semaphore's capacity, holders and waiters.
+
+The replacements' by default; ``--step`` shows a disruptive step's (issue 35).
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -31,10 +35,24 @@ from cli.output import (
     run,
     timestamp,
 )
-from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, Queries, Updates, is_valid_node_name
+from gpu_remediation.ids import (
+    SEMAPHORE_WORKFLOW_ID,
+    Queries,
+    Updates,
+    is_valid_node_name,
+    step_semaphore_id,
+)
 from gpu_remediation.semaphore_models import MAX_CAPACITY, SemaphoreState, SetCapacityInput
 
 budget_app = typer.Typer()
+
+
+class Step(StrEnum):
+    """The disruptive steps with a budget of their own (the policy's ``disruption``)."""
+
+    STOP_GPU_WORK = "stop_gpu_work"
+    GPU_RESET = "gpu_reset"
+    REBOOT = "reboot"
 
 
 def holder_node(workflow_id: str) -> str:
@@ -115,14 +133,14 @@ async def _budget(
         description = await describe(client, semaphore_id)
         if description is None:
             raise CliError(
-                f"the replacement semaphore {semaphore_id} does not exist yet "
-                "(it is created with the first replacement)",
+                f"the semaphore {semaphore_id} does not exist yet "
+                "(it is created with the first step it caps)",
                 ExitCode.NOT_FOUND,
             )
         if description.status != WorkflowExecutionStatus.RUNNING:
             raise CliError(
-                f"the replacement semaphore {semaphore_id} is {status_name(description.status)} "
-                "(the next replacement starts it again)",
+                f"the semaphore {semaphore_id} is {status_name(description.status)} "
+                "(the next step it caps starts it again)",
                 ExitCode.NOT_FOUND,
             )
         # Not pinned to the run: the semaphore continues as new, the latest run is the one.
@@ -160,6 +178,14 @@ def budget(
             show_default=False,
         ),
     ] = None,
+    step: Annotated[
+        Step | None,
+        typer.Option(
+            "--step",
+            help="A disruptive step's budget instead of the replacements'.",
+            show_default=False,
+        ),
+    ] = None,
     semaphore_id: Annotated[
         str, typer.Option("--semaphore-id", help="Replacement semaphore workflow id.")
     ] = SEMAPHORE_WORKFLOW_ID,
@@ -168,7 +194,9 @@ def budget(
     wait_s: TimeoutOption = DEFAULT_TIMEOUT,
     json_output: JsonOption = False,
 ) -> None:
-    """Show the replacement budget: capacity, who holds a permit, who waits in line."""
+    """Show a budget (replacements, or --step): capacity, who holds a permit, who waits."""
+    if step is not None:
+        semaphore_id = step_semaphore_id(semaphore_id, step.value)
     options = TemporalOptions(address=address, namespace=namespace)
     state, previous = run(_budget(options, semaphore_id, set_capacity, wait_s))
     if json_output:

@@ -276,9 +276,13 @@ class NotifyWorkloadOwnerInput(NodeInput):
 
 
 class EnsureSemaphoreInput(Model):
-    """Start the replacement semaphore if it is not running."""
+    """Start a semaphore (replacements, or one disruptive step) if it is not running."""
 
     capacity: int = Field(ge=1)
+    pool_capacity: int | None = Field(default=None, ge=1, description="Holders per pool.")
+    purpose: str = Field(
+        default="node replacements", max_length=64, description="What it caps, for the UI."
+    )
     workflow_id: str = Field(
         default=SEMAPHORE_WORKFLOW_ID,
         min_length=1,

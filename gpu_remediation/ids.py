@@ -12,6 +12,15 @@ TASK_QUEUE = "gpu-remediation"
 
 SEMAPHORE_WORKFLOW_ID = "gpu-remediation/replacement-semaphore"
 
+
+def step_semaphore_id(semaphore_workflow_id: str, step: str) -> str:
+    """The id of the semaphore that caps one disruptive step (drain, reset, reboot).
+
+    It sits beside the replacement semaphore ``semaphore_workflow_id`` (issue 35).
+    """
+    return f"{semaphore_workflow_id}/{step}"
+
+
 SEMAPHORE_WORKFLOW_TYPE = "ReplacementSemaphoreWorkflow"
 """Workflow type of the replacement semaphore (``ensure_semaphore`` starts it by this name,
 so the activities import no workflow module)."""

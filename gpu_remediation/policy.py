@@ -151,6 +151,12 @@ class ReplacementPolicy(PolicyModel):
     """Fleet-wide cap on concurrent replacements, and a rate budget per pool."""
 
     max_concurrent: int = Field(default=2, ge=1, le=1000)
+    max_per_pool: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Replacements at once in one node pool (issue 35); None: only the fleet cap.",
+    )
     permit_wait_timeout: Duration = Field(default=timedelta(hours=6), gt=timedelta(0))
     lease: Duration = Field(
         default=timedelta(hours=2),
@@ -158,6 +164,52 @@ class ReplacementPolicy(PolicyModel):
         description="A permit not released by then is reclaimed.",
     )
     rate: ReplacementRatePolicy = ReplacementRatePolicy()
+
+
+class StepBudget(PolicyModel):
+    """How many nodes may be in one disruptive step at once."""
+
+    fleet: int = Field(ge=1, le=1000, description="At once, in the whole fleet.")
+    per_pool: int | None = Field(
+        default=None, ge=1, le=1000, description="At once, in one node pool; None: no pool cap."
+    )
+
+
+class DisruptionPolicy(PolicyModel):
+    """Caps on every disruptive step, fleet-wide and per pool (issue 35).
+
+    A storm of wrong signals quarantines and diagnoses every node it names, but
+    drains, resets and reboots at most these many at once (replacements have
+    ``replacement``'s semaphore). Each step is a semaphore; a node waits for a
+    permit quarantined, and goes back to service if its signals clear while it
+    waits. A drain's permit is held until the node is back in service or
+    handed to a person; a reset's or reboot's while the step runs. Fleet-wide:
+    not overridable per pool. Absent in older histories: today's defaults.
+    """
+
+    enabled: bool = True
+    stop_gpu_work: StepBudget = StepBudget(fleet=50, per_pool=20)
+    gpu_reset: StepBudget = StepBudget(fleet=50, per_pool=20)
+    reboot: StepBudget = StepBudget(fleet=20, per_pool=10)
+    permit_wait_timeout: Duration = Field(
+        default=timedelta(hours=6),
+        gt=timedelta(0),
+        description="A node that gets no permit by then is handed to a person.",
+    )
+    drain_lease: Duration = Field(
+        default=timedelta(days=4),
+        gt=timedelta(0),
+        description="A drain permit not given back by then is reclaimed (its holder is "
+        "gone without its guard); longer than the breaker's longest hold.",
+    )
+
+    def budget(self, rung: Rung) -> StepBudget | None:
+        """The budget of ``rung``; None for a rung without one."""
+        return {
+            Rung.STOP_GPU_WORK: self.stop_gpu_work,
+            Rung.GPU_RESET: self.gpu_reset,
+            Rung.REBOOT: self.reboot,
+        }.get(rung)
 
 
 class BreakerPolicy(PolicyModel):
@@ -542,6 +594,7 @@ class _PolicySections(PolicyModel):
     jobs: JobsPolicy = JobsPolicy()
     admission: AdmissionPolicy = AdmissionPolicy()  # issue 20; absent in older histories
     timeouts: ActivityTimeoutsPolicy = ActivityTimeoutsPolicy()  # absent in older histories
+    disruption: DisruptionPolicy = DisruptionPolicy()  # issue 35; absent in older histories
 
 
 if TYPE_CHECKING:

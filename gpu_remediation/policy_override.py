@@ -33,9 +33,10 @@ from pydantic import (
     model_validator,
 )
 
-NOT_PER_POOL = ("pools", "version", "triggers")
+NOT_PER_POOL = ("pools", "version", "triggers", "disruption")
 """Top-level keys an override may not hold: overrides do not nest, the version is the
-file's, and the triggers (watcher, receiver) read their section for the whole fleet."""
+file's, the triggers (watcher, receiver) read their section for the whole fleet, and the
+disruption budgets are fleet-wide semaphores with one per-pool cap for every pool."""
 
 
 def deep_merge(base: Mapping[Any, Any], override: Mapping[Any, Any]) -> dict[Any, Any]:

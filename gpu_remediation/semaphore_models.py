@@ -31,6 +31,9 @@ class PermitRequest(Model):
     holder_run_id: str = Field(min_length=1)
     request_id: str = Field(min_length=1, max_length=256)
     lease: timedelta = Field(gt=timedelta(0))
+    pool: str | None = Field(
+        default=None, max_length=256, description="The holder's node pool (the per-pool cap)."
+    )
 
 
 class PermitGrant(Model):
@@ -55,6 +58,7 @@ class Lease(Model):
     request_id: str
     granted_at: datetime
     expires_at: datetime
+    pool: str | None = None
 
 
 class Waiter(Model):
@@ -65,12 +69,16 @@ class Waiter(Model):
     request_id: str
     lease: timedelta
     enqueued_at: datetime
+    pool: str | None = None
 
 
 class SemaphoreState(Model):
     """Everything the semaphore carries across continue-as-new."""
 
     capacity: int = Field(ge=1, le=MAX_CAPACITY)
+    pool_capacity: int | None = Field(
+        default=None, ge=1, le=MAX_CAPACITY, description="Holders per node pool; None: no cap."
+    )
     holders: list[Lease] = Field(default_factory=list)
     waiters: list[Waiter] = Field(default_factory=list)
     recently_released: list[str] = Field(
@@ -82,6 +90,7 @@ class SemaphoreInput(Model):
     """Start (or continue) the semaphore."""
 
     capacity: int = Field(ge=1, le=MAX_CAPACITY)
+    pool_capacity: int | None = Field(default=None, ge=1, le=MAX_CAPACITY)
     state: SemaphoreState | None = None
     continue_as_new_after_events: int = Field(
         default=DEFAULT_CONTINUE_AS_NEW_AFTER_EVENTS,

@@ -109,6 +109,10 @@ class FakeFleet:
     replaced_at: str | None = None
     """The activity at whose call the name becomes another machine (it is refused)."""
     replaced_in_pool: int = 0
+    reboot_gate: asyncio.Event | None = None
+    """When set, reboots wait for it (a test decides when they finish)."""
+    rebooting: int = 0
+    max_rebooting: int = 0
     pool_unhealthy_then: list[int] = field(default_factory=list)
     """Unhealthy counts the next breaker checks answer, in order, before ``pool_unhealthy``."""
     """What the replacement count answers (the pool's replacements in the rate window)."""
@@ -187,6 +191,13 @@ class FakeFleet:
             if self.boot_id != input.boot_id_before:
                 return c.RebootResult(boot_id_after=self.boot_id, rebooted_by_this_call=False)
             self.reboots += 1
+            if self.reboot_gate is not None:
+                self.rebooting += 1
+                self.max_rebooting = max(self.max_rebooting, self.rebooting)
+                try:
+                    await self.reboot_gate.wait()
+                finally:
+                    self.rebooting -= 1
             self.boot_id = f"boot-{next(self.boot_counter)}"
             self.efa_link_down_until_reboot = False
             if self.host_dead_after_reboot:

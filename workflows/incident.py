@@ -189,6 +189,8 @@ class IncidentState(BaseModel):
     answer: CheckpointAnswer | None = None
     checkpoint: str | None = None
     """Where the handshake stands, for the operator."""
+    permits_asked: int = 0
+    """Disruption permits asked for so far (each request's id is fresh)."""
     pods_ended: int = 0
     ignored_answers: int = 0
     deferred: bool = False

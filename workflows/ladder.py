@@ -76,9 +76,7 @@ def attempts_in_window(
     An attempt that did nothing to the node (``ran`` False) spends no budget.
     """
     window = policy.rung(rung).window
-    return sum(
-        1 for a in attempts if a.rung == rung and a.ran and a.started_at >= now - window
-    )
+    return sum(1 for a in attempts if a.rung == rung and a.ran and a.started_at >= now - window)
 
 
 def blocked_by_policy(

@@ -21,6 +21,7 @@ policy (``Policy.for_pool``), decided once triage has read the node.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -39,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         Queries,
         Signals,
         Updates,
+        step_semaphore_id,
     )
     from gpu_remediation.incident_summary import summary_line
     from gpu_remediation.job_contracts import CheckpointAnswerReport, NodeJobs, WatchedPodEnded
@@ -117,6 +119,8 @@ class NodeRemediationWorkflow:
             self._take_report(input.evidence)
         self._actions = self._node_actions(input.policy)
         self._permit = ReplacementPermit(input.semaphore_workflow_id)
+        # One per capped step (issue 35), made when first asked for.
+        self._step_permits: dict[Rung, ReplacementPermit] = {}
 
     @workflow.run
     async def run(self, input: NodeRemediationInput) -> NodeRemediationResult:
@@ -287,8 +291,12 @@ class NodeRemediationWorkflow:
 
     @workflow.signal(name=Signals.PERMIT_GRANTED, description="Internal: a semaphore grant.")
     def permit_granted(self, grant: PermitGrant) -> None:
-        """Hand the replacement semaphore's grant to the permit helper."""
-        self._permit.on_grant(grant)
+        """Hand a semaphore's grant to the permit helper that asked for it."""
+        for permit in self._step_permits.values():
+            if permit.request_id == grant.request_id:
+                permit.on_grant(grant)
+                return
+        self._permit.on_grant(grant)  # the replacement's (it logs a grant nobody asked for)
 
     @workflow.signal(
         name=Signals.CHECKPOINT_ANSWER, description="Relayed: a job answered a checkpoint request."
@@ -792,8 +800,12 @@ class NodeRemediationWorkflow:
         # Only a GPU diagnostic needs idle GPUs: a node whose host or network
         # recovered keeps its jobs running (an outage that heals evicts nothing).
         needs_idle = check_for(self._fault) == ComponentCheck.DCGM_DIAG
-        if needs_idle and not await self._stop_gpu_work():
-            return StepOutcome.ABORTED
+        if needs_idle:
+            prepared = await self._stop_gpu_work()
+            if prepared == StepOutcome.ESCALATE:
+                return StepOutcome.ESCALATE
+            if prepared != StepOutcome.FIXED:
+                return StepOutcome.ABORTED
         if not await self._verify(None, "after recovery"):
             return None
         if await self._close_in_service(Outcome.RECOVERED, "the node recovered on its own"):
@@ -824,8 +836,11 @@ class NodeRemediationWorkflow:
         """
         s = self._state
         spec = rung_spec(rung)
-        if not await self._stop_gpu_work():
-            return rung  # an operator cut the job wait: the next decision applies it
+        prepared = await self._stop_gpu_work()
+        if prepared == StepOutcome.ESCALATE:
+            return Rung.ESCALATE
+        if prepared != StepOutcome.FIXED:
+            return rung  # an operator cut in, or the permit's wait: the next decision applies
         self._set_rung(rung)
         s.last_rung = rung
         if self._dry_run:
@@ -846,30 +861,39 @@ class NodeRemediationWorkflow:
             return rung
         return self._climb(rung)
 
-    async def _stop_gpu_work(self) -> bool:
-        """Give the jobs their wait, then evict the GPU pods, once, before the first disruption.
+    async def _stop_gpu_work(self) -> StepOutcome:
+        """Take a drain permit, give the jobs their wait, then evict the GPU pods, once.
+
+        Runs before the first disruption. The drain permit (issue 35) is held
+        until the node is back in service or handed to a person.
 
         Returns:
-            False when an operator's skip or abort cut the job wait (or came
-            while the incident was paused after it): nothing was evicted and the
-            ladder's next decision applies what they asked.
+            FIXED when the GPUs are idle (or need not be); ABORTED when an
+            operator's skip or abort cut the job wait (or came while the
+            incident was paused after it), HELD when the wait for a permit was
+            cut: nothing was evicted and the ladder's next decision applies;
+            ESCALATE when no permit came in time.
         """
         s = self._state
         if s.drained:
-            return True
-        if not await self._coordinate_jobs():
-            return False
-        if not await self._hold_while_paused():
-            return False
-        s.drained = True
+            return StepOutcome.FIXED
         rung = Rung.STOP_GPU_WORK
+        if self._policy.rung(rung).enabled:
+            permitted = await self._take_step_permit(rung)
+            if permitted != StepOutcome.FIXED:
+                return permitted
+        if not await self._coordinate_jobs():
+            return StepOutcome.ABORTED
+        if not await self._hold_while_paused():
+            return StepOutcome.ABORTED
+        s.drained = True
         if not self._policy.rung(rung).enabled:
             s.record.decide("stop_gpu_work", "skipped", "disabled by policy", rung)
-            return True
+            return StepOutcome.FIXED
         self._set_rung(rung)
         if self._dry_run:
             s.record.decide("stop_gpu_work", "would evict GPU pods", "dry run", rung)
-            return True
+            return StepOutcome.FIXED
         attempt = s.record.begin(rung)
         try:
             drained = await self._actions.drain()
@@ -880,7 +904,7 @@ class NodeRemediationWorkflow:
             result = f"drain failed: {failure_cause(err)}"
         s.record.end(attempt, result)
         s.record.decide("stop_gpu_work", result, "GPUs must be idle to diagnose or reset")
-        return True
+        return StepOutcome.FIXED
 
     async def _coordinate_jobs(self) -> bool:
         """Find the jobs and wait as the urgency says; False when an operator cut in.
@@ -1129,9 +1153,9 @@ class NodeRemediationWorkflow:
             case RungAction.NONE:
                 return StepOutcome.FIXED
             case RungAction.RESET_GPUS:
-                return await self._reset_gpus(attempt)
+                return await self._with_step_permit(rung, attempt, self._reset_gpus)
             case RungAction.REBOOT_HOST:
-                return await self._reboot(attempt)
+                return await self._with_step_permit(rung, attempt, self._reboot)
             case RungAction.REPLACE_NODE:
                 return await self._replace(attempt)
             case RungAction.ACTIVITY:
@@ -1140,6 +1164,19 @@ class NodeRemediationWorkflow:
                 # A table entry whose action the workflow cannot run is a bug:
                 # fail the task (visible, retried after a fix), never guess.
                 raise ValueError(f"rung {rung} has action {spec.action}, which cannot run here")
+
+    async def _with_step_permit(
+        self, rung: Rung, attempt: int, step: Callable[[int], Awaitable[StepOutcome]]
+    ) -> StepOutcome:
+        """Run ``step`` holding ``rung``'s disruption permit, given back when it ends."""
+        permitted = await self._take_step_permit(rung)
+        if permitted != StepOutcome.FIXED:
+            self._state.record.end(attempt, f"no {rung} permit", ran=False)
+            return permitted
+        try:
+            return await step(attempt)
+        finally:
+            await self._release_step_permit(rung, f"{rung} done")
 
     async def _run_step_activity(self, rung: Rung, attempt: int) -> StepOutcome:
         """A rung with an activity of its own (``Activities.rung_step``); verification decides."""
@@ -1240,6 +1277,74 @@ class NodeRemediationWorkflow:
         await self._admission_of_replacement(replaced.new_node)
         return StepOutcome.FIXED
 
+    async def _take_step_permit(self, rung: Rung) -> StepOutcome:
+        """Wait for ``rung``'s disruption permit, fleet-wide and per pool (issue 35).
+
+        The node waits quarantined. A drain's permit has a guard (it is held
+        until the node is back in service); a reset's or reboot's is held only
+        while the step runs and its lease covers that.
+
+        Returns:
+            FIXED with the permit held (or none needed); HELD when the wait was
+            cut (the signals cleared, or an operator paused, skipped or
+            aborted): the ladder decides again; ESCALATE when none came within
+            ``disruption.permit_wait_timeout``.
+        """
+        s = self._state
+        disruption = self._input.policy.disruption  # fleet-wide: the base policy's
+        budget = disruption.budget(rung)
+        if not disruption.enabled or budget is None or self._dry_run:
+            return StepOutcome.FIXED
+        permit = self._step_permits.get(rung)
+        if permit is None:
+            semaphore = step_semaphore_id(self._input.semaphore_workflow_id, rung.value)
+            permit = self._step_permits[rung] = ReplacementPermit(semaphore)
+        if permit.request_id is not None:
+            return StepOutcome.FIXED  # held already (a drain's, kept for the incident)
+        forced_by = self._forced_by()
+        if forced_by is not None:
+            s.record.decide("disruption", f"{rung} permit bypassed", f"forced by {forced_by}")
+            return StepOutcome.FIXED
+        s.permits_asked += 1
+        cleared_at_start = s.record.cleared
+        drain = rung == Rung.STOP_GPU_WORK
+        step_window = self._policy.rung(rung).timeout
+        s.waiting_for = f"a {rung} permit"
+        self._update_details()
+        try:
+            granted = await permit.acquire(
+                request_id=f"{workflow.info().run_id}/{rung}/{s.permits_asked}",
+                lease=disruption.drain_lease if drain else 2 * step_window,
+                timeout=disruption.permit_wait_timeout,
+                capacity=budget.fleet,
+                interrupted=lambda: (
+                    s.abort is not None
+                    or s.paused
+                    or s.skip_to is not None
+                    or (s.record.cleared and not cleared_at_start)
+                ),
+                pool=self._pool,
+                pool_capacity=budget.per_pool,
+                purpose=f"{rung} steps",
+                guarded=drain,
+            )
+        finally:
+            s.waiting_for = None
+        if granted:
+            return StepOutcome.FIXED
+        if s.abort is not None or s.paused or s.skip_to is not None or s.record.cleared:
+            s.record.decide("disruption", f"stopped waiting for a {rung} permit", "decide again")
+            return StepOutcome.HELD
+        wait = disruption.permit_wait_timeout
+        s.record.decide("disruption", f"no {rung} permit", f"none within {wait}", rung)
+        return StepOutcome.ESCALATE
+
+    async def _release_step_permit(self, rung: Rung, reason: str) -> None:
+        """Give ``rung``'s disruption permit back, if one is held or asked for."""
+        permit = self._step_permits.get(rung)
+        if permit is not None and permit.request_id is not None:
+            await permit.release(reason)
+
     async def _within_replacement_rate(self, attempt: int) -> bool:
         """Whether the pool's replacement budget for ``replacement.rate.window`` has room.
 
@@ -1296,6 +1401,8 @@ class NodeRemediationWorkflow:
                     # whatever the node's pool overrides.
                     capacity=self._input.policy.replacement.max_concurrent,
                     interrupted=lambda: s.abort is not None or s.paused,
+                    pool=self._pool,
+                    pool_capacity=self._input.policy.replacement.max_per_pool,
                 )
             finally:
                 s.waiting_for = None
@@ -1465,6 +1572,8 @@ class NodeRemediationWorkflow:
             s.record.decide(
                 log_words.ESCALATE_STAGE, log_words.handed_over(escalation.reference), reason
             )
+            # A person owns the node now: it no longer counts against the drain budget.
+            await self._release_step_permit(Rung.STOP_GPU_WORK, "handed to a person")
             metrics.escalated(self._fault_value, self._pool)
         hold = self._policy.operator.escalation_hold
         s.waiting_for = "an operator: retry, skip or abort"
@@ -1519,6 +1628,7 @@ class NodeRemediationWorkflow:
         await self._admission_before_release()
         if not await self._release(uncordon=True):
             return False
+        await self._release_step_permit(Rung.STOP_GPU_WORK, "back in service")
         s.outcome = outcome
         metrics.back_in_service(self._fault_value, outcome, s.started_at)
         return True
@@ -1540,6 +1650,8 @@ class NodeRemediationWorkflow:
         self._set_stage("cleanup")
         if self._permit.held:
             await self._permit.release("incident ended")
+        for rung in list(self._step_permits):
+            await self._release_step_permit(rung, "incident ended")
         uncordon = s.abort.uncordon if s.abort is not None else True
         await self._release(uncordon=uncordon)
         s.outcome = outcome

@@ -1,4 +1,6 @@
-"""Holder-side helper for the replacement semaphore, used inside a holder workflow.
+"""Holder-side helper for the semaphores, used inside a holder workflow.
+
+The semaphores cap replacements and, since issue 35, each disruptive step.
 
 The holder workflow owns one ``ReplacementPermit`` and must:
 
@@ -111,6 +113,11 @@ class ReplacementPermit:
         timeout: timedelta,  # noqa: ASYNC109
         capacity: int,
         interrupted: Callable[[], bool] = lambda: False,
+        *,
+        pool: str | None = None,
+        pool_capacity: int | None = None,
+        purpose: str = "node replacements",
+        guarded: bool = True,
     ) -> bool:
         """Ask for a permit and wait for it.
 
@@ -122,6 +129,12 @@ class ReplacementPermit:
             capacity: Capacity used only if the semaphore does not exist yet.
             interrupted: Stops the wait early when it turns true (an operator's
                 abort); the request is then withdrawn.
+            pool: The holder's node pool, for the semaphore's per-pool cap.
+            pool_capacity: Per-pool cap used only if the semaphore does not exist yet.
+            purpose: What the semaphore caps, shown in the UI if it is started here.
+            guarded: Start a guard child that releases the permit if the holder
+                closes. Without one (a permit held only while one short step runs),
+                only the lease reclaims the permit of a holder that vanished.
 
         Returns:
             True if the permit is held; False if none was granted within
@@ -138,27 +151,14 @@ class ReplacementPermit:
         self._loop = asyncio.get_running_loop()
         self._request_id = request_id
         try:
-            self._guard = await workflow.start_child_workflow(
-                PermitGuardWorkflow.run,
-                PermitGuardInput(
-                    semaphore_workflow_id=self._semaphore_workflow_id,
-                    request_id=request_id,
-                    holder_workflow_id=info.workflow_id,
-                    holder_run_id=info.run_id,
-                ),
-                id=guard_workflow_id(info.workflow_id, request_id),
-                task_queue=self._task_queue,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=(
-                    f"Permit guard (plumbing) of {info.workflow_id}: releases replacement "
-                    f"permit {request_id} if that incident closes"
-                ),
-            )
+            if guarded:
+                self._guard = await self._start_guard(request_id)
             request = PermitRequest(
                 holder_workflow_id=info.workflow_id,
                 holder_run_id=info.run_id,
                 request_id=request_id,
                 lease=lease,
+                pool=pool,
             )
             semaphore = workflow.get_external_workflow_handle(self._semaphore_workflow_id)
             try:
@@ -168,7 +168,7 @@ class ReplacementPermit:
                     raise  # the holder stopped waiting: not a missing semaphore
                 # Not running yet (first use, or after an operator removed it):
                 # start it, then ask again. Running, it costs nothing extra.
-                await self._ensure_semaphore(capacity)
+                await self._ensure_semaphore(capacity, pool_capacity, purpose)
                 await semaphore.signal(Signals.REQUEST_PERMIT, request)
             await workflow.wait_condition(
                 lambda: self._grant is not None or interrupted(),
@@ -189,6 +189,25 @@ class ReplacementPermit:
             await self.release("holder stopped waiting")
             raise
         return True
+
+    async def _start_guard(self, request_id: str) -> ChildWorkflowHandle[PermitGuardWorkflow, str]:
+        info = workflow.info()
+        return await workflow.start_child_workflow(
+            PermitGuardWorkflow.run,
+            PermitGuardInput(
+                semaphore_workflow_id=self._semaphore_workflow_id,
+                request_id=request_id,
+                holder_workflow_id=info.workflow_id,
+                holder_run_id=info.run_id,
+            ),
+            id=guard_workflow_id(info.workflow_id, request_id),
+            task_queue=self._task_queue,
+            parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+            static_summary=(
+                f"Permit guard (plumbing) of {info.workflow_id}: releases permit "
+                f"{request_id} of {self._semaphore_workflow_id} if that incident closes"
+            ),
+        )
 
     async def release(self, reason: str = "released") -> None:
         """Give the permit back (or withdraw the request) and stop the guard.
@@ -268,12 +287,19 @@ class ReplacementPermit:
             # and the holder's own release has gone out in the same task.
             workflow.logger.warning("Permit guard %s ended badly: %s", guard.id, err)
 
-    async def _ensure_semaphore(self, capacity: int) -> None:
+    async def _ensure_semaphore(
+        self, capacity: int, pool_capacity: int | None, purpose: str
+    ) -> None:
         await workflow.execute_activity(
             Activities.ENSURE_SEMAPHORE,
-            EnsureSemaphoreInput(capacity=capacity, workflow_id=self._semaphore_workflow_id),
+            EnsureSemaphoreInput(
+                capacity=capacity,
+                pool_capacity=pool_capacity,
+                purpose=purpose,
+                workflow_id=self._semaphore_workflow_id,
+            ),
             task_queue=self._task_queue,
             start_to_close_timeout=ENSURE_SEMAPHORE_TIMEOUT,
             retry_policy=ENSURE_SEMAPHORE_RETRY,
-            summary="start the replacement semaphore",
+            summary=f"start the semaphore of {purpose}",
         )

@@ -1,4 +1,4 @@
-"""The fleet-wide replacement semaphore: caps how many nodes are replaced at once.
+"""The fleet-wide semaphores: cap how many nodes are replaced (or drained, reset, rebooted) at once.
 
 Karpenter's disruption budgets do not limit manual NodeClaim deletion, so the
 project caps concurrent replacements itself. One long-lived workflow (id
@@ -13,7 +13,12 @@ project caps concurrent replacements itself. One long-lived workflow (id
 * holders release by signal, and their guard child (``PermitGuardWorkflow``)
   releases for them when they are terminated, time out or fail;
 * leases expire as a last resort, in case both of those paths are lost;
-* operators change capacity and take permits away through validated updates.
+* operators change capacity and take permits away through validated updates;
+* a per-pool cap (``pool_capacity``, issue 35) holds back a waiter whose pool
+  already has that many holders, and serves the next waiter instead.
+
+The same workflow type caps each disruptive step: one instance per step
+(``ids.step_semaphore_id``), started with that step's budget.
 
 State is carried across continue-as-new with absolute lease deadlines.
 """
@@ -65,8 +70,11 @@ class ReplacementSemaphoreWorkflow:
     def __init__(self, input: SemaphoreInput) -> None:
         # Initialised here, not in run, so update validators and queries that
         # arrive with the first task see the carried-over state.
-        state = input.state or SemaphoreState(capacity=input.capacity)
+        state = input.state or SemaphoreState(
+            capacity=input.capacity, pool_capacity=input.pool_capacity
+        )
         self._capacity = state.capacity
+        self._pool_capacity = state.pool_capacity
         # Dicts keep insertion order: waiters are served first come, first served.
         self._holders: dict[str, Lease] = {lease.request_id: lease for lease in state.holders}
         self._waiters: dict[str, Waiter] = {w.request_id: w for w in state.waiters}
@@ -102,6 +110,7 @@ class ReplacementSemaphoreWorkflow:
                 workflow.continue_as_new(
                     SemaphoreInput(
                         capacity=self._capacity,
+                        pool_capacity=self._pool_capacity,
                         state=self._snapshot(),
                         continue_as_new_after_events=self._continue_as_new_after_events,
                     )
@@ -160,6 +169,7 @@ class ReplacementSemaphoreWorkflow:
             request_id=request_id,
             lease=request.lease,
             enqueued_at=workflow.now(),
+            pool=request.pool,
         )
         self._grant_waiters()
         self._changed = True
@@ -239,6 +249,7 @@ class ReplacementSemaphoreWorkflow:
     def _snapshot(self) -> SemaphoreState:
         return SemaphoreState(
             capacity=self._capacity,
+            pool_capacity=self._pool_capacity,
             holders=list(self._holders.values()),
             waiters=list(self._waiters.values()),
             recently_released=list(self._recently_released),
@@ -279,7 +290,9 @@ class ReplacementSemaphoreWorkflow:
 
     def _grant_waiters(self) -> None:
         while self._waiters and len(self._holders) < self._capacity:
-            request_id = next(iter(self._waiters))
+            request_id = self._next_waiter()
+            if request_id is None:
+                return  # every waiter's pool is at its cap
             waiter = self._waiters.pop(request_id)
             now = workflow.now()
             # Recorded as a holder before the grant is delivered, so a release
@@ -290,10 +303,23 @@ class ReplacementSemaphoreWorkflow:
                 request_id=request_id,
                 granted_at=now,
                 expires_at=now + waiter.lease,
+                pool=waiter.pool,
             )
             self._holders[request_id] = lease
             self._changed = True
             self._dispatch_grant(lease)
+
+    def _next_waiter(self) -> str | None:
+        """The first waiter (FIFO) whose pool is under its cap; None if there is none."""
+        if self._pool_capacity is None:
+            return next(iter(self._waiters))
+        held: dict[str | None, int] = {}
+        for lease in self._holders.values():
+            held[lease.pool] = held.get(lease.pool, 0) + 1
+        for request_id, waiter in self._waiters.items():
+            if waiter.pool is None or held.get(waiter.pool, 0) < self._pool_capacity:
+                return request_id
+        return None
 
     def _dispatch_grant(self, lease: Lease) -> None:
         task = asyncio.create_task(self._send_grant(lease))

@@ -140,6 +140,8 @@ class RunFacts(_Fact):
 
     collected_at: datetime
     replacement_cap: int
+    step_caps: dict[str, int] = Field(default_factory=dict)
+    """Fleet-wide caps of the disruptive steps by activity (the policy's ``disruption``)."""
     nodes: dict[str, NodeRecord]
     runs: list[RunRecord]
     permit_holders: list[PermitHolder] = Field(default_factory=list)

@@ -28,6 +28,8 @@ checks:
   human on purpose and are left out);
 - ``workflows_failed_or_stuck``: no run failed, timed out or was terminated,
   no incident is still unsettled, no workflow task failed;
+- ``steps_within_budget``: the fleet never had more reboots or GPU resets
+  running at once than the policy's ``disruption`` budget (issue 35);
 - ``actions_on_pinned_machine``: every action an incident took carried the
   machine its triage read (the Node's uid and provider id), and every host
   action named that machine's instance, the fleet's own for the node (issue 35).
@@ -51,6 +53,7 @@ from gpu_remediation.ids import (
     Activities,
 )
 from gpu_remediation.models import Outcome
+from gpu_remediation.policy import Policy
 
 PROJECT_TAINTS = (QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY)
 BAD_END = ("failed", "timed_out", "terminated", "canceled")
@@ -377,6 +380,46 @@ def workflows_failed_or_stuck(facts: RunFacts) -> InvariantResult:
     )
 
 
+def step_caps(policy: Policy) -> dict[str, int]:
+    """The fleet-wide cap of each step whose permit is held for its activity's run."""
+    disruption = policy.disruption
+    if not disruption.enabled:
+        return {}
+    return {
+        Activities.REBOOT_NODE: disruption.reboot.fleet,
+        Activities.RESET_GPUS: disruption.gpu_reset.fleet,
+    }
+
+
+def steps_within_budget(facts: RunFacts) -> InvariantResult:
+    """No more reboots or resets ran at once than their budget allows.
+
+    A step's permit is taken before its activity is scheduled and given back
+    after it closes, so the activities' own spans (from Temporal's histories)
+    never overlap more than the cap.
+    """
+    violations = []
+    most: dict[str, int] = {}
+    for activity, cap in sorted(facts.step_caps.items()):
+        edges: list[tuple[datetime, int]] = []
+        for _, record in _decisions(facts.runs, activity):
+            edges.append((record.scheduled_at, 1))
+            edges.append((record.closed_at or facts.collected_at, -1))
+        running = peak = 0
+        for _, delta in sorted(edges):  # a close sorts before a start at the same moment
+            running += delta
+            peak = max(peak, running)
+        most[activity] = peak
+        if peak > cap:
+            violations.append(f"{peak} {activity} ran at once, above the budget of {cap}")
+    shown = ", ".join(f"{a} {most[a]}/{facts.step_caps[a]}" for a in sorted(most))
+    return InvariantResult(
+        name="steps_within_budget",
+        checked=f"most at once: {shown or 'no budget'}",
+        violations=violations,
+    )
+
+
 # Activities that act on a node or its instance (reads and bookkeeping elsewhere are not).
 _MUTATING = frozenset(
     {
@@ -454,6 +497,7 @@ CHECKS: tuple[Callable[[RunFacts], InvariantResult], ...] = (
     permits_leaked,
     nodes_left_quarantined,
     workflows_failed_or_stuck,
+    steps_within_budget,
     actions_on_pinned_machine,
 )
 

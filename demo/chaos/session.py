@@ -32,7 +32,7 @@ from demo.chaos.collect import (
 )
 from demo.chaos.driver import ChaosDriver, ChaosEvent, ChaosKind, plan
 from demo.chaos.facts import ALERT_DELIVERY_SLACK_S, DETECTION_SLACK_S, RunFacts
-from demo.chaos.invariants import check_all
+from demo.chaos.invariants import check_all, step_caps
 from demo.chaos.recorder import GroundTruthRecorder
 from demo.chaos.server_restart import RestartableServer
 from simulator.alertmanager import AlertmanagerTimings
@@ -202,6 +202,7 @@ class ChaosSession:
         return RunFacts(
             collected_at=datetime.now(UTC),
             replacement_cap=stack.options.policy.replacement.max_concurrent,
+            step_caps=step_caps(stack.options.policy),
             nodes=self.recorder.records(),
             runs=runs,
             permit_holders=holders,

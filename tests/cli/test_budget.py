@@ -15,7 +15,18 @@ async def test_budget_before_the_first_replacement_says_the_semaphore_does_not_e
 ) -> None:
     result = await cli.budget()
     assert result.exit_code == 4
-    assert "does not exist yet (it is created with the first replacement)" in result.stderr
+    assert "does not exist yet (it is created with the first step it caps)" in result.stderr
+
+
+async def test_a_steps_budget_is_its_own_semaphore_and_an_unknown_step_is_refused(
+    cli: Cli,
+) -> None:
+    result = await cli.budget("--step", "reboot")
+    assert result.exit_code == 4
+    assert "/reboot does not exist yet" in result.stderr
+    refused = await cli.budget("--step", "format_disk")
+    assert refused.exit_code == 2
+    assert "format_disk" in refused.stderr
 
 
 async def test_budget_shows_holders_and_waiters_and_set_capacity_lets_a_waiter_in(

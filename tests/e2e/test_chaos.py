@@ -50,6 +50,7 @@ INVARIANTS = {
     "permits_leaked",
     "nodes_left_quarantined",
     "workflows_failed_or_stuck",
+    "steps_within_budget",
     "actions_on_pinned_machine",
 }
 

@@ -12,12 +12,13 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.testing import WorkflowEnvironment
 
-from gpu_remediation.ids import Queries, Signals, node_workflow_id
+from gpu_remediation.ids import Queries, Signals, node_workflow_id, step_semaphore_id
 from gpu_remediation.models import (
     ConditionEvidence,
     Evidence,
     EvidenceReport,
     ManualEvidence,
+    Rung,
     XidEvidence,
 )
 from gpu_remediation.policy import Policy
@@ -109,6 +110,9 @@ class Cluster:
             for guard_id in await child_workflow_ids(incident):
                 await terminate_if_running(self.client, guard_id)
         await terminate_if_running(self.client, self.semaphore_id)
+        for step in (Rung.STOP_GPU_WORK, Rung.GPU_RESET, Rung.REBOOT):
+            step_semaphore = step_semaphore_id(self.semaphore_id, step.value)
+            await terminate_if_running(self.client, step_semaphore)
 
     async def report(
         self,

@@ -63,6 +63,7 @@ async def start_semaphore(
     semaphore_id: str,
     capacity: int,
     continue_as_new_after_events: int | None = None,
+    pool_capacity: int | None = None,
 ) -> WorkflowHandle[ReplacementSemaphoreWorkflow, None]:
     """Start the semaphore directly (holders' ensure_semaphore then finds it)."""
     extra = (
@@ -72,7 +73,7 @@ async def start_semaphore(
     )
     return await client.start_workflow(
         ReplacementSemaphoreWorkflow.run,
-        SemaphoreInput(capacity=capacity, **extra),
+        SemaphoreInput(capacity=capacity, pool_capacity=pool_capacity, **extra),
         id=semaphore_id,
         task_queue=task_queue,
     )
@@ -175,6 +176,7 @@ async def request_permit(
     holder: WorkflowHandle[Any, Any],
     request_id: str,
     lease: timedelta = timedelta(hours=1),
+    pool: str | None = None,
 ) -> None:
     """Send request_permit for ``holder``'s run directly, as a holder would."""
     assert holder.result_run_id is not None
@@ -185,6 +187,7 @@ async def request_permit(
             holder_run_id=holder.result_run_id,
             request_id=request_id,
             lease=lease,
+            pool=pool,
         ),
     )
 

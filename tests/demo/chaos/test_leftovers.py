@@ -101,6 +101,7 @@ def test_every_invariant_holds_on_a_quiet_run_and_each_is_named_once() -> None:
         "permits_leaked",
         "nodes_left_quarantined",
         "workflows_failed_or_stuck",
+        "steps_within_budget",
         "actions_on_pinned_machine",
     ]
     assert all(r.holds for r in results)

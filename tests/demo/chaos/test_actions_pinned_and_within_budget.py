@@ -1,9 +1,9 @@
-"""Issue 35's invariant: an incident's actions carry, and name, the machine triage read."""
+"""Issue 35's invariants: actions carry and name the pinned machine; steps stay within budget."""
 
 from __future__ import annotations
 
 from demo.chaos.facts import ActivityRecord
-from demo.chaos.invariants import actions_on_pinned_machine
+from demo.chaos.invariants import actions_on_pinned_machine, steps_within_budget
 from gpu_remediation.ids import Activities as A
 from tests.demo.chaos.builders import activity, facts, incident, node
 
@@ -69,3 +69,23 @@ def test_a_pinned_provider_id_that_is_not_the_nodes_instance_is_named() -> None:
         f"gpu-remediation/demo/gpu-0001 (run r1): reset_gpus named {OLD}, "
         "but gpu-0001 is instance i-0new"
     ]
+
+
+def test_reboots_overlapping_past_their_budget_are_named() -> None:
+    runs = [
+        incident(f"gpu-000{i}", 10, 90, run_id=f"r{i}", activities=[activity(A.REBOOT_NODE, s, e)])
+        for i, (s, e) in enumerate([(20, 40), (30, 50), (45, 60)], start=1)
+    ]
+    within = steps_within_budget(facts([], runs, step_caps={A.REBOOT_NODE: 2}))
+    assert within.holds
+    assert within.checked == "most at once: reboot_node 2/2"
+    over = steps_within_budget(facts([], runs, step_caps={A.REBOOT_NODE: 1}))
+    assert over.violations == ["2 reboot_node ran at once, above the budget of 1"]
+
+
+def test_a_step_that_ends_as_another_begins_is_not_counted_twice() -> None:
+    runs = [
+        incident("gpu-0001", 10, 90, activities=[activity(A.RESET_GPUS, 20, 40)]),
+        incident("gpu-0002", 10, 90, run_id="r2", activities=[activity(A.RESET_GPUS, 40, 60)]),
+    ]
+    assert steps_within_budget(facts([], runs, step_caps={A.RESET_GPUS: 1})).holds
