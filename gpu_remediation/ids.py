@@ -16,9 +16,10 @@ SEMAPHORE_WORKFLOW_ID = "gpu-remediation/replacement-semaphore"
 def step_semaphore_id(semaphore_workflow_id: str, step: str) -> str:
     """The id of the semaphore that caps one disruptive step (drain, reset, reboot).
 
-    It sits beside the replacement semaphore ``semaphore_workflow_id`` (issue 35).
+    It sits beside the replacement semaphore ``semaphore_workflow_id`` (issue 35),
+    one segment like it: ``gpu-remediation/<a>/<b>`` is a node workflow's id.
     """
-    return f"{semaphore_workflow_id}/{step}"
+    return f"{semaphore_workflow_id}-{step}"
 
 
 SEMAPHORE_WORKFLOW_TYPE = "ReplacementSemaphoreWorkflow"

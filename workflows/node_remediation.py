@@ -1307,6 +1307,13 @@ class NodeRemediationWorkflow:
             return StepOutcome.FIXED
         s.permits_asked += 1
         cleared_at_start = s.record.cleared
+
+        def cut() -> bool:
+            # Signals that clear while it waits end the wait; a wait begun on
+            # cleared signals (to verify a recovery) is for the permit itself.
+            cleared = s.record.cleared and not cleared_at_start
+            return s.abort is not None or s.paused or s.skip_to is not None or cleared
+
         drain = rung == Rung.STOP_GPU_WORK
         step_window = self._policy.rung(rung).timeout
         s.waiting_for = f"a {rung} permit"
@@ -1317,12 +1324,7 @@ class NodeRemediationWorkflow:
                 lease=disruption.drain_lease if drain else 2 * step_window,
                 timeout=disruption.permit_wait_timeout,
                 capacity=budget.fleet,
-                interrupted=lambda: (
-                    s.abort is not None
-                    or s.paused
-                    or s.skip_to is not None
-                    or (s.record.cleared and not cleared_at_start)
-                ),
+                interrupted=cut,
                 pool=self._pool,
                 pool_capacity=budget.per_pool,
                 purpose=f"{rung} steps",
@@ -1332,7 +1334,7 @@ class NodeRemediationWorkflow:
             s.waiting_for = None
         if granted:
             return StepOutcome.FIXED
-        if s.abort is not None or s.paused or s.skip_to is not None or s.record.cleared:
+        if cut():
             s.record.decide("disruption", f"stopped waiting for a {rung} permit", "decide again")
             return StepOutcome.HELD
         wait = disruption.permit_wait_timeout

@@ -35,6 +35,7 @@ from demo.chaos.facts import ALERT_DELIVERY_SLACK_S, DETECTION_SLACK_S, RunFacts
 from demo.chaos.invariants import check_all, step_caps
 from demo.chaos.recorder import GroundTruthRecorder
 from demo.chaos.server_restart import RestartableServer
+from gpu_remediation.ids import step_semaphore_id
 from simulator.alertmanager import AlertmanagerTimings
 
 RECEIVER_RESTART_S = 15.0
@@ -194,7 +195,10 @@ class ChaosSession:
         semaphore = await semaphore_run(stack.client, stack.options.semaphore_workflow_id)
         if semaphore is not None:
             runs.append(semaphore)  # a failed or terminated semaphore breaks every incident
-        holders = await permit_holders(stack.client, stack.options.semaphore_workflow_id)
+        base = stack.options.semaphore_workflow_id
+        holders = await permit_holders(stack.client, base)
+        for step in ("stop_gpu_work", "gpu_reset", "reboot"):  # the disruption budgets' too
+            holders += await permit_holders(stack.client, step_semaphore_id(base, step))
         cloud = stack.fleet.cloud
         resets = await asyncio.to_thread(lambda: gpu_resets_sent(cloud.client("ssm")))
         snapshot = await asyncio.to_thread(lambda: stack.fleet.snapshot(nodes=False))

@@ -23,7 +23,7 @@ async def test_a_steps_budget_is_its_own_semaphore_and_an_unknown_step_is_refuse
 ) -> None:
     result = await cli.budget("--step", "reboot")
     assert result.exit_code == 4
-    assert "/reboot does not exist yet" in result.stderr
+    assert "-reboot does not exist yet" in result.stderr
     refused = await cli.budget("--step", "format_disk")
     assert refused.exit_code == 2
     assert "format_disk" in refused.stderr
