@@ -111,6 +111,17 @@ def dev_client(dev_env: WorkflowEnvironment) -> Client:
     return dev_env.client
 
 
+def own_semaphore() -> str:
+    """A semaphore id of a test's own, for incidents on a shared dev server.
+
+    A semaphore (the replacements', and each disruptive step's beside it) runs
+    on the task queue of the worker that first asked for it: an incident of a
+    later test, on its own task queue, would wait forever for a permit from a
+    semaphore nobody runs any more.
+    """
+    return f"test-semaphore/{uuid.uuid4()}"
+
+
 async def assert_eventually(
     probe: Callable[[], Awaitable[T]],
     check: Callable[[T], bool],

@@ -17,6 +17,7 @@ from gpu_remediation.workflow_models import NodeRemediationInput
 from simulator.aws import MotoCloud, SimulatedInvocation, moto_cloud
 from simulator.kube_api import EVENTS, NODES, PODS, KubeApiServer, KubeStore
 from tests.activities.ssm_support import fixture
+from tests.conftest import own_semaphore
 from tests.workflows.node_support import policy
 from worker import build_worker, production_activities
 from workflows.node_remediation import NodeRemediationWorkflow
@@ -88,7 +89,12 @@ async def test_a_gpu_fault_is_repaired_by_reboot_through_the_real_activities(
     async with build_worker(dev_env.client, production_activities(settings), task_queue):
         handle = await dev_env.client.start_workflow(
             NodeRemediationWorkflow.run,
-            NodeRemediationInput(cluster=cluster, node="gpu-1", policy=policy()),
+            NodeRemediationInput(
+                cluster=cluster,
+                node="gpu-1",
+                policy=policy(),
+                semaphore_workflow_id=own_semaphore(),
+            ),
             id=node_workflow_id(cluster, "gpu-1"),
             task_queue=task_queue,
             start_signal=Signals.EVIDENCE,

@@ -12,6 +12,7 @@ from gpu_remediation.ids import Signals, node_workflow_id
 from gpu_remediation.models import EvidenceReport, Outcome
 from gpu_remediation.settings import Settings
 from gpu_remediation.workflow_models import NodeRemediationInput
+from tests.conftest import own_semaphore
 from tests.doubles import FakeFleet
 from tests.workflows.node_support import policy, xid
 from worker import build_worker, worker_tuning
@@ -68,7 +69,9 @@ async def test_a_tuned_worker_runs_an_incident_to_its_end(
     async with worker:
         handle = await dev_client.start_workflow(
             NodeRemediationWorkflow.run,
-            NodeRemediationInput(cluster="tuning", node=node, policy=policy()),
+            NodeRemediationInput(
+                cluster="tuning", node=node, policy=policy(), semaphore_workflow_id=own_semaphore()
+            ),
             id=node_workflow_id("tuning", node),
             task_queue=task_queue,
             start_signal=Signals.EVIDENCE,

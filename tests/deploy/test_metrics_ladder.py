@@ -25,7 +25,7 @@ from gpu_remediation.settings import Settings
 from gpu_remediation.workflow_models import NodeRemediationInput, NodeRemediationResult
 from simulator.aws import moto_cloud
 from simulator.kube_api import KubeApiServer, KubeStore
-from tests.conftest import assert_eventually
+from tests.conftest import assert_eventually, own_semaphore
 from tests.deploy.support import (
     Sample,
     json_log_capture,
@@ -86,7 +86,12 @@ async def ladder(dev_env: WorkflowEnvironment) -> AsyncIterator[LadderRun]:
             async with build_worker(client, production_activities(settings), task_queue):
                 handle = await client.start_workflow(
                     NodeRemediationWorkflow.run,
-                    NodeRemediationInput(cluster=cluster, node="gpu-1", policy=policy()),
+                    NodeRemediationInput(
+                        cluster=cluster,
+                        node="gpu-1",
+                        policy=policy(),
+                        semaphore_workflow_id=own_semaphore(),
+                    ),
                     id=workflow_id,
                     task_queue=task_queue,
                     start_signal=Signals.EVIDENCE,
