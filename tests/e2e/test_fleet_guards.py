@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from demo.incidents import Incident
 from demo.summary import max_overlap, replacement_windows
-from gpu_remediation.ids import Queries
+from gpu_remediation.ids import Queries, step_semaphore_id
 from gpu_remediation.semaphore_models import SemaphoreState
 from simulator.fleet import PoolSpec, Scenario, ScenarioEvent
 from tests.e2e.conftest import MakeStack, attempts, decisions, settled_incidents
@@ -116,3 +117,56 @@ async def test_a_pool_wide_outage_that_heals_leaves_nothing_rebooted_replaced_or
     names = [f"h100-{i:04d}" for i in range(8)]
     unschedulable = [name for name in names if not stack.fleet.node(name).schedulable]
     assert unschedulable == [], "nothing is left cordoned or tainted"
+
+
+def _drain_windows(incidents: list[Incident]) -> dict[str, list[tuple[datetime, datetime]]]:
+    """Pool -> when each incident's jobs were stopped: the drain until the incident's end.
+
+    The drain permit is taken before the drain begins and given back only after
+    the node is back in service, so these windows lie inside the permits'.
+    """
+    windows: dict[str, list[tuple[datetime, datetime]]] = {}
+    for incident in incidents:
+        assert incident.state is not None
+        starts = [a.started_at for a in incident.state.attempts if a.rung.value == "stop_gpu_work"]
+        if starts:
+            end = incident.state.decisions[-1].at
+            windows.setdefault(incident.state.node_pool or "", []).append((starts[0], end))
+    return windows
+
+
+async def test_a_false_report_storm_across_pools_drains_at_most_the_budget_at_once(
+    make_stack: MakeStack,
+) -> None:
+    # Two false reports in each of three pools: one sixth of each pool, under the
+    # breaker's fraction, so only the drain budget (2 fleet-wide, 1 per pool)
+    # stands between the storm and every job in it.
+    pools = [PoolSpec(name=f"pool{i}", nodes=12) for i in range(3)]
+    storm = Scenario(
+        events=[
+            ScenarioEvent(
+                at=timedelta(seconds=30),
+                fault="false_positive",
+                pool=p.name,
+                count=2,
+                clears_after=timedelta(minutes=30),
+            )
+            for p in pools
+        ]
+    )
+    policy = "disruption:\n  stop_gpu_work: {fleet: 2, per_pool: 1}\n"
+    stack = await make_stack(pools, scenario=storm, policy=policy)
+
+    incidents = await settled_incidents(stack, 6, timeout=60)
+
+    assert len(incidents) == 6
+    assert all(("breaker", "open") not in decisions(i) for i in incidents)
+    windows = _drain_windows(incidents)
+    assert sum(len(w) for w in windows.values()) == 6, "every incident drained its node"
+    assert max_overlap([w for pool in windows.values() for w in pool]) == 2
+    assert {pool: max_overlap(w) for pool, w in windows.items()} == {p.name: 1 for p in pools}
+    drains = step_semaphore_id(stack.options.semaphore_workflow_id, "stop_gpu_work")
+    semaphore = await stack.client.get_workflow_handle(drains).query(
+        Queries.STATE, result_type=SemaphoreState
+    )
+    assert (semaphore.capacity, semaphore.holders) == (2, [])
