@@ -865,7 +865,8 @@ class NodeRemediationWorkflow:
         """Take a drain permit, give the jobs their wait, then evict the GPU pods, once.
 
         Runs before the first disruption. The drain permit (issue 35) is held
-        until the node is back in service or handed to a person.
+        until the node is back in service or handed to a person; an operator's
+        retry after a hand-over waits for it again (the jobs stay stopped).
 
         Returns:
             FIXED when the GPUs are idle (or need not be); ABORTED when an
@@ -875,9 +876,12 @@ class NodeRemediationWorkflow:
             ESCALATE when no permit came in time.
         """
         s = self._state
-        if s.drained:
-            return StepOutcome.FIXED
         rung = Rung.STOP_GPU_WORK
+        if s.drained:
+            if not self._policy.rung(rung).enabled:
+                return StepOutcome.FIXED
+            # Held already, or given back at a hand-over: a retried node counts again.
+            return await self._take_step_permit(rung)
         if self._policy.rung(rung).enabled:
             permitted = await self._take_step_permit(rung)
             if permitted != StepOutcome.FIXED:

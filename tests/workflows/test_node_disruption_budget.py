@@ -11,11 +11,20 @@ from datetime import timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Activities as A
-from gpu_remediation.models import FaultClass, Outcome
+from gpu_remediation.ids import Updates
+from gpu_remediation.models import FaultClass, Outcome, Rung
 from gpu_remediation.policy import DisruptionPolicy, Policy, StepBudget
+from gpu_remediation.workflow_models import NodeRemediationState, RetryStepInput
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet
-from tests.workflows.node_support import cluster, condition, policy, with_fault_class, xid
+from tests.workflows.node_support import (
+    cluster,
+    condition,
+    policy,
+    with_fault_class,
+    with_rung,
+    xid,
+)
 
 
 def budgets(**steps: StepBudget) -> Policy:
@@ -89,3 +98,34 @@ async def test_a_node_whose_signals_clear_while_it_waits_goes_back_to_service_un
         assert (await first.result()).outcome == Outcome.REPAIRED
     drained = [arg.node for name, arg in fleet.calls if name == A.DRAIN_GPU_PODS]  # type: ignore[attr-defined]
     assert drained == ["gpu-c1"]
+
+
+async def test_a_handed_over_node_gives_its_drain_permit_back_and_takes_it_again_on_retry(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # The reboot fails and replacement is off: the node is handed to a person,
+    # who no longer counts against the drain budget, until they retry.
+    gate = asyncio.Event()
+    fleet = FakeFleet(reboot_gate=gate, pool_total=100, fail={A.REBOOT_NODE})
+    pol = with_rung(budgets(stop_gpu_work=StepBudget(fleet=1)), Rung.REPLACE, enabled=False)
+    async with cluster(dev_env, task_queue, fleet) as c:
+        first = await c.report("gpu-h1", xid(79), pol=pol)
+        await assert_eventually(
+            lambda: c.state(first),
+            lambda s: s.rung == Rung.ESCALATE and s.waiting_for is not None,
+        )
+        fleet.fail.clear()
+        second = await c.report("gpu-h2", xid(79), pol=pol)
+        await assert_eventually(lambda: c.state(second), lambda _: fleet.rebooting == 1)
+        await first.execute_update(
+            Updates.RETRY_STEP, RetryStepInput(), result_type=NodeRemediationState
+        )
+        await assert_eventually(
+            lambda: c.state(first), lambda s: s.waiting_for == "a stop_gpu_work permit"
+        )
+        assert fleet.rebooting == 1
+        gate.set()
+        assert (await second.result()).outcome == Outcome.REPAIRED
+        assert (await first.result()).outcome == Outcome.REPAIRED
+    assert fleet.max_rebooting == 1
+    assert fleet.called(A.DRAIN_GPU_PODS) == 2, "the first node's jobs were stopped once"
