@@ -340,6 +340,7 @@ class DemoRun:
                 cluster=self.options.cluster,
                 poll_interval=real_poll_interval(self.options.time_factor),
                 watcher_tick=real_watcher_tick(self.options.time_factor),
+                watcher_backoff=real_watcher_backoff(self.options.time_factor),
             ),
         )
         self.ui.print(
@@ -542,6 +543,24 @@ def real_watcher_tick(time_factor: float) -> float:
     """Watcher grace checks every ``SIM_POLL_INTERVAL`` simulated, in real seconds (1 s at most)."""
     scaled = SIM_POLL_INTERVAL.total_seconds() / time_factor
     return min(_MAX_REAL_POLL, max(_MIN_REAL_POLL, scaled))
+
+
+WATCHER_BACKOFF = (timedelta(seconds=0.5), timedelta(seconds=30))
+"""The watcher's first and longest delay after a failure, as production has them.
+
+In the co-simulation they are simulated time, like every wait of the world: a
+backoff of real seconds would leave the watcher blind for simulated minutes
+after an API outage (at factor 20, two real seconds are 40 simulated ones,
+longer than some faults last), which no production watcher is.
+"""
+
+
+def real_watcher_backoff(time_factor: float) -> tuple[float, float]:
+    """:data:`WATCHER_BACKOFF` in real seconds at ``time_factor`` (never a busy loop)."""
+    initial, longest = (
+        max(_MIN_REAL_POLL, d.total_seconds() / time_factor) for d in WATCHER_BACKOFF
+    )
+    return initial, longest
 
 
 def options_from(**fields: object) -> DemoOptions:

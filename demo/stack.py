@@ -60,6 +60,9 @@ class StackOptions:
         semaphore_workflow_id: The replacement semaphore the incidents share.
         poll_interval: The activities' poll interval (SSM, reboots, replacements), real time.
         watcher_tick: Seconds between the watcher's grace-period checks.
+        watcher_backoff: The watcher's first and longest delay after a failure
+            (list, watch or delivery), real seconds; production's 0.5 s and 30 s
+            by default, scaled to the time factor by the demo and the comparison.
         relay: Run the checkpoint relay in this process (when the policy coordinates
             with jobs); False leaves it to the caller (the what-if comparison runs it
             in a process of its own).
@@ -78,6 +81,7 @@ class StackOptions:
     semaphore_workflow_id: str = SEMAPHORE_WORKFLOW_ID
     poll_interval: timedelta = timedelta(milliseconds=250)
     watcher_tick: float = 0.25
+    watcher_backoff: tuple[float, float] = (0.5, 30.0)
     worker_env: dict[str, str] = field(default_factory=dict)
     relay: bool = True
     before_clock: Callable[[DemoStack], Awaitable[None]] | None = None
@@ -172,8 +176,14 @@ class DemoStack:
         from worker import kube_api_client
 
         self._api = kube_api_client(self.fleet.worker_settings())
+        backoff_initial, backoff_max = self.options.watcher_backoff
         self.watcher = NodeConditionWatcher(
-            self._api, self.starter, self.client, tick_interval=self.options.watcher_tick
+            self._api,
+            self.starter,
+            self.client,
+            tick_interval=self.options.watcher_tick,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
         )
         self._watch_stop = asyncio.Event()
         self._watch_task = asyncio.create_task(self.watcher.run(self._watch_stop))

@@ -37,7 +37,7 @@ from demo.admission_summary import AdmissionSummary, admission_results, summariz
 from demo.chaos.session import ChaosReport, ChaosSession
 from demo.incidents import Incident, IncidentBook
 from demo.policy import scale_policy
-from demo.run import real_poll_interval, real_watcher_tick
+from demo.run import real_poll_interval, real_watcher_backoff, real_watcher_tick
 from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
@@ -272,6 +272,7 @@ class CompareRun:
                 semaphore_workflow_id=f"{tag}-semaphore",
                 poll_interval=real_poll_interval(options.time_factor),
                 watcher_tick=real_watcher_tick(options.time_factor),
+                watcher_backoff=real_watcher_backoff(options.time_factor),
                 relay=False,
                 before_clock=relay.start if relay is not None else None,
             ),
