@@ -203,9 +203,11 @@ async def collect_runs(
         incident = known.get((execution.id, execution.run_id))
         status = _STATUS.get(execution.status or WorkflowExecutionStatus.RUNNING, "running")
         waiting: list[str] = []
-        if status == "running" and incident is not None and not incident.settled:
+        waiting_for = None
+        if status == "running" and incident is not None:
             async with limit:
                 waiting = await pending_activities(client, execution.id, execution.run_id)
+            waiting_for = incident.state.waiting_for if incident.state is not None else None
         return RunRecord(
             workflow_id=execution.id,
             run_id=execution.run_id,
@@ -219,6 +221,7 @@ async def collect_runs(
             activities=activities,
             task_failures=failures,
             waiting_on=waiting,
+            waiting_for=waiting_for,
             report_ids=evidence_report_ids(history.events),
         )
 

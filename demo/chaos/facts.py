@@ -107,7 +107,9 @@ class RunRecord(_Fact):
     task_failures: list[str] = Field(default_factory=list)
     """Causes of its failed workflow tasks (a bug or a non-determinism), benign ones left out."""
     waiting_on: list[str] = Field(default_factory=list)
-    """An unsettled incident's pending activities at the end (name, attempt, last failure)."""
+    """An open incident's pending activities at the end (name, attempt, last failure)."""
+    waiting_for: str | None = None
+    """What an open incident said it waits for at the end (its state's ``waiting_for``)."""
     report_ids: list[str] = Field(default_factory=list)
     """Idempotency keys of the evidence reports it was sent (its ``add_evidence`` signals)."""
 

@@ -334,7 +334,12 @@ def permits_leaked(facts: RunFacts) -> InvariantResult:
 
 
 def nodes_left_quarantined(facts: RunFacts) -> InvariantResult:
-    """No node ends cordoned or tainted by the project with nobody owning it."""
+    """No node ends cordoned or tainted by the project with nobody owning it.
+
+    Its owner is a burn-in, an incident handed to a person, or an open incident
+    that is acting (an activity pending) or waiting on a stated reason (issue
+    35): an incident that holds a node for nothing is a node lost.
+    """
     owners = _by_node(
         r for r in facts.runs if r.workflow_type in (NODE_WORKFLOW_TYPE, ADMISSION_WORKFLOW_TYPE)
     )
@@ -348,7 +353,16 @@ def nodes_left_quarantined(facts: RunFacts) -> InvariantResult:
             continue
         held += 1
         runs = owners.get(node.name, [])
-        if any(r.status == "running" for r in runs):
+        open_runs = [r for r in runs if r.status == "running"]
+        if any(r.workflow_type == ADMISSION_WORKFLOW_TYPE for r in open_runs):
+            continue  # in burn-in
+        if any(r.waiting_on or r.waiting_for for r in open_runs):
+            continue
+        if open_runs:
+            violations.append(
+                f"{node.name}: held by {_name(open_runs[-1])}, which neither acts nor "
+                "says what it waits for"
+            )
             continue
         incidents = [r for r in runs if r.workflow_type == NODE_WORKFLOW_TYPE]
         if incidents and incidents[-1].outcome == Outcome.ESCALATED.value:

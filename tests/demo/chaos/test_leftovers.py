@@ -58,13 +58,25 @@ def test_a_quarantined_node_of_an_open_incident_or_an_escalation_is_fine() -> No
                 node("gpu-0003", unschedulable=True, claim_deleted_at=[at(20)]),
             ],
             [
-                incident("gpu-0001", 10),
+                incident("gpu-0001", 10).model_copy(update={"waiting_for": "a reboot permit"}),
                 incident("gpu-0002", 10, 50, outcome="escalated"),
             ],
         )
     )
     assert result.holds
     assert result.checked == "3 node(s), 2 cordoned or tainted by the project at the end"
+
+
+def test_a_node_held_by_an_open_incident_that_neither_acts_nor_waits_is_named() -> None:
+    quarantined = [node(f"gpu-000{i}", unschedulable=True, taints=[QUARANTINE]) for i in (1, 2)]
+    acting = incident("gpu-0002", 10, run_id="acting").model_copy(
+        update={"waiting_on": ["reboot_node (attempt 1)"]}
+    )
+    result = nodes_left_quarantined(facts(quarantined, [incident("gpu-0001", 10), acting]))
+    assert result.violations == [
+        "gpu-0001: held by gpu-remediation/demo/gpu-0001 (run r1), which neither acts nor "
+        "says what it waits for"
+    ]
 
 
 def test_failed_unsettled_and_task_failing_runs_are_each_named() -> None:
