@@ -29,12 +29,13 @@ from demo.chaos.facts import (
     ActivityStatus,
     AlertRecord,
     PermitHolder,
+    PermitReleased,
     RunRecord,
     RunStatus,
 )
 from demo.incidents import Incident
 from gpu_remediation.evidence_history import received_reports
-from gpu_remediation.ids import Queries, node_workflow_id_prefix
+from gpu_remediation.ids import Queries, Signals, node_workflow_id_prefix
 from gpu_remediation.semaphore_models import SemaphoreState
 from simulator.alertmanager import ZERO_TIME, AlertEpisode, rfc3339
 from triggers.alerts import Alert, report_id
@@ -139,6 +140,21 @@ def evidence_report_ids(events: Iterable[HistoryEvent]) -> list[str]:
     return [report.report_id for report, _ in received_reports(events) if report.report_id]
 
 
+def permits_released(events: Iterable[HistoryEvent]) -> list[PermitReleased]:
+    """The permits a run gave back itself: its ``release_permit`` signals, when sent."""
+    released = []
+    for event in events:
+        if event.event_type != EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            continue
+        attrs = event.signal_external_workflow_execution_initiated_event_attributes
+        if attrs.signal_name != Signals.RELEASE_PERMIT:
+            continue
+        request_id = _first_payload(attrs.input).get("request_id")
+        if isinstance(request_id, str):
+            released.append(PermitReleased(at=_at(event), request_id=request_id))
+    return released
+
+
 def alert_records(episodes: Iterable[AlertEpisode]) -> list[AlertRecord]:
     """The Alertmanager's alert episodes, each with the report id the receiver gives it."""
     records = []
@@ -223,6 +239,7 @@ async def collect_runs(
             waiting_on=waiting,
             waiting_for=waiting_for,
             report_ids=evidence_report_ids(history.events),
+            permits_released=permits_released(history.events),
         )
 
     return list(await asyncio.gather(*(one(e) for e in executions)))

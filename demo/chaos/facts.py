@@ -89,6 +89,13 @@ RunStatus = Literal[
 ]
 
 
+class PermitReleased(_Fact):
+    """A run signalled a semaphore to take one of its permits back."""
+
+    at: datetime
+    request_id: str
+
+
 class RunRecord(_Fact):
     """One run of one workflow of the run's cluster (incident, admission or permit guard)."""
 
@@ -112,6 +119,8 @@ class RunRecord(_Fact):
     """What an open incident said it waits for at the end (its state's ``waiting_for``)."""
     report_ids: list[str] = Field(default_factory=list)
     """Idempotency keys of the evidence reports it was sent (its ``add_evidence`` signals)."""
+    permits_released: list[PermitReleased] = Field(default_factory=list)
+    """The permits it gave back itself (its ``release_permit`` signals), in order."""
 
 
 class AlertRecord(_Fact):

@@ -52,7 +52,7 @@ from gpu_remediation.ids import (
     STARTUP_TAINT_KEY,
     Activities,
 )
-from gpu_remediation.models import Outcome
+from gpu_remediation.models import Outcome, Rung
 from gpu_remediation.policy import Policy
 
 PROJECT_TAINTS = (QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY)
@@ -395,37 +395,57 @@ def workflows_failed_or_stuck(facts: RunFacts) -> InvariantResult:
 
 
 def step_caps(policy: Policy) -> dict[str, int]:
-    """The fleet-wide cap of each step whose permit is held for its activity's run."""
+    """The fleet-wide cap of each disruptive step, by the activity that does it."""
     disruption = policy.disruption
     if not disruption.enabled:
         return {}
     return {
+        Activities.DRAIN_GPU_PODS: disruption.stop_gpu_work.fleet,
         Activities.REBOOT_NODE: disruption.reboot.fleet,
         Activities.RESET_GPUS: disruption.gpu_reset.fleet,
     }
 
 
-def steps_within_budget(facts: RunFacts) -> InvariantResult:
-    """No more reboots or resets ran at once than their budget allows.
+def _drained_until(run: RunRecord, drain: ActivityRecord, collected_at: datetime) -> datetime:
+    """When a drained node stopped counting: its drain permit given back, else the run's end.
 
-    A step's permit is taken before its activity is scheduled and given back
-    after it closes, so the activities' own spans (from Temporal's histories)
-    never overlap more than the cap.
+    A drain's permit is held until the node is back in service or handed to a
+    person; a run that ends holding it (a replaced node) leaves it to its guard,
+    which gives it back after the run has closed.
+    """
+    marker = f"/{Rung.STOP_GPU_WORK.value}/"
+    for released in run.permits_released:
+        if marker in released.request_id and released.at >= drain.scheduled_at:
+            return released.at
+    return run.closed_at or collected_at
+
+
+def steps_within_budget(facts: RunFacts) -> InvariantResult:
+    """No more drains, reboots or resets were in force at once than their budget allows.
+
+    A reset's or reboot's permit is taken before its activity is scheduled and
+    given back after it closes, so the activities' spans (from Temporal's
+    histories) never overlap more than the cap. A drained node counts from its
+    drain until it gives its drain permit back (issue 35). So a step done
+    without a permit shows up here as one more at once.
     """
     violations = []
     most: dict[str, int] = {}
     for activity, cap in sorted(facts.step_caps.items()):
         edges: list[tuple[datetime, int]] = []
-        for _, record in _decisions(facts.runs, activity):
+        for run, record in _decisions(facts.runs, activity):
             edges.append((record.scheduled_at, 1))
-            edges.append((record.closed_at or facts.collected_at, -1))
+            if activity == Activities.DRAIN_GPU_PODS:
+                edges.append((_drained_until(run, record, facts.collected_at), -1))
+            else:
+                edges.append((record.closed_at or facts.collected_at, -1))
         running = peak = 0
         for _, delta in sorted(edges):  # a close sorts before a start at the same moment
             running += delta
             peak = max(peak, running)
         most[activity] = peak
         if peak > cap:
-            violations.append(f"{peak} {activity} ran at once, above the budget of {cap}")
+            violations.append(f"{peak} {activity} in force at once, above the budget of {cap}")
     shown = ", ".join(f"{a} {most[a]}/{facts.step_caps[a]}" for a in sorted(most))
     return InvariantResult(
         name="steps_within_budget",
