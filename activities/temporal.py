@@ -97,6 +97,8 @@ class TemporalActivities:
         query = (
             f"WorkflowId = '{_quoted(input.workflow_id)}' "
             f"AND ExecutionStatus != 'Running' "
+            # A run that continued as new is part of the incident its last run closes.
+            f"AND ExecutionStatus != 'ContinuedAsNew' "
             f"AND CloseTime >= '{_rfc3339(since)}'"
         )
         if input.provider_id:

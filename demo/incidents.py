@@ -113,7 +113,11 @@ class IncidentBook:
     @property
     def query(self) -> str:
         """The visibility query of this cluster's incidents."""
-        return f"WorkflowType = '{NODE_WORKFLOW_TYPE}' AND WorkflowId STARTS_WITH '{self._prefix}'"
+        # A run that continued as new is one incident with the run it continued in.
+        return (
+            f"WorkflowType = '{NODE_WORKFLOW_TYPE}' AND WorkflowId STARTS_WITH '{self._prefix}' "
+            "AND ExecutionStatus != 'ContinuedAsNew'"
+        )
 
     async def refresh_list(self) -> list[Incident]:
         """List the runs through visibility; returns them oldest first."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -31,6 +32,28 @@ class RungAttempt(Model):
         default=True,
         description="False: begun, but nothing was done to the node (the breaker opened "
         "under the permit); it spends no attempt of the rung's budget.",
+    )
+
+
+HISTORY_LIMIT = 10_000
+"""Events in a run's history after which a waiting incident continues as new.
+
+Temporal ends a run at 51,200 events and suggests continuing well before; a
+node incident waits for days (a hand-over, a cooldown) while signals keep
+arriving, so it starts a fresh history at a safe point instead (issue 34).
+"""
+
+
+class ContinuedIncident(Model):
+    """Where a node incident's run stood when it continued as new, and all it knew."""
+
+    resume: Literal["cooldown", "escalation"] = Field(
+        description="The wait the new run goes on with: the cooldown after a repair, "
+        "or the hold of a hand-over."
+    )
+    state: dict[str, Any] = Field(
+        description="The run's whole state (``workflows.incident.IncidentState`` as JSON; "
+        "the workflow validates it)."
     )
 
 
@@ -64,6 +87,16 @@ class NodeRemediationInput(Model):
         default=None,
         description="The report that started the incident, taken as if signalled "
         "before anything else; None: the evidence arrives by signal.",
+    )
+    continued: ContinuedIncident | None = Field(
+        default=None, description="Set only by the incident itself when it continues as new."
+    )
+    history_limit: int = Field(
+        default=HISTORY_LIMIT,
+        ge=100,
+        le=50_000,
+        description="Events in a run's history after which a waiting incident continues "
+        "as new (or earlier, when Temporal suggests it).",
     )
 
 

@@ -158,6 +158,14 @@ class IncidentState(BaseModel):
     outcome: Outcome | None = None
     replaced_by: str | None = None
     escalation_reference: str | None = None
+    hold_until: datetime | None = None
+    """When the current hand-over's hold ends (carried over a continue-as-new)."""
+    cooldown_until: datetime | None = None
+    """When the current cooldown ends (carried over a continue-as-new)."""
+    cooldown_version: int = 0
+    """The record's version when the cooldown began: newer evidence is a relapse."""
+    continued: int = 0
+    """How many times the incident continued as new (a fresh history each time)."""
     recovery_close_tried: bool = False
     recheck_after_hold: bool = False
     """The breaker just closed on a held incident: check the fault is still there."""

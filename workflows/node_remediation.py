@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -77,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.workflow_models import (
         AbortInput,
         ApproveInput,
+        ContinuedIncident,
         NodeRemediationInput,
         NodeRemediationResult,
         NodeRemediationState,
@@ -98,6 +100,11 @@ MAX_IGNORED_ANSWER_LOGS = 10
 job must not fill the decision log)."""
 
 
+def _left(until: datetime) -> timedelta:
+    """Time left until ``until`` (a run continued as new may start just past it)."""
+    return max(until - workflow.now(), timedelta(milliseconds=1))
+
+
 @workflow.defn(name=NODE_WORKFLOW_TYPE)
 class NodeRemediationWorkflow:
     """Remediates one GPU node along its pool's policy ladder."""
@@ -108,16 +115,21 @@ class NodeRemediationWorkflow:
         # The whole policy until triage knows the node's pool (``_triage``).
         self._policy: Policy = input.policy
         self._dry_run = input.policy.dry_run
-        self._state = IncidentState(
-            started_at=workflow.now(),
-            record=IncidentRecord(node=input.node),
-            prior_incidents=input.prior_incidents or 0,
-            prior_attempts=list(input.prior_attempts or []),
-        )
+        if input.continued is not None:
+            # A run continued as new: everything the last one knew, its pool's policy.
+            self._state = IncidentState.model_validate(input.continued.state)
+            self._policy = input.policy.for_pool(self._pool)
+        else:
+            self._state = IncidentState(
+                started_at=workflow.now(),
+                record=IncidentRecord(node=input.node),
+                prior_incidents=input.prior_incidents or 0,
+                prior_attempts=list(input.prior_attempts or []),
+            )
         if input.evidence is not None:
             # A plain start carried the first report: taken before any signal.
             self._take_report(input.evidence)
-        self._actions = self._node_actions(input.policy)
+        self._actions = self._node_actions(self._policy)
         self._permit = ReplacementPermit(input.semaphore_workflow_id)
         # One per capped step (issue 35), made when first asked for.
         self._step_permits: dict[Rung, ReplacementPermit] = {}
@@ -125,14 +137,17 @@ class NodeRemediationWorkflow:
     @workflow.run
     async def run(self, input: NodeRemediationInput) -> NodeRemediationResult:
         """Run the incident to its end and return how it ended."""
-        if not await self._triage():
-            return self._finish()
-        if not await self._grace():
-            return self._finish()
-        while True:
-            await self._ladder()
-            if not await self._cooldown():
+        if input.continued is None:
+            if not await self._triage():
                 return self._finish()
+            if not await self._grace():
+                return self._finish()
+            await self._ladder()
+        elif input.continued.resume == "escalation":
+            await self._ladder(resumed=True)
+        while await self._cooldown():
+            await self._ladder()
+        return self._finish()
 
     # ------------------------------------------------------------------ stages
 
@@ -203,27 +218,33 @@ class NodeRemediationWorkflow:
                 return self._closed_as_transient()
             self._classify()
 
-    async def _ladder(self) -> None:
-        """Quarantine, then climb until repaired, replaced, escalated or aborted."""
+    async def _ladder(self, *, resumed: bool = False) -> None:
+        """Quarantine, then climb until repaired, replaced, escalated or aborted.
+
+        ``resumed``: a run continued as new during a hand-over goes on with its hold.
+        """
         s = self._state
         assert s.classification is not None
-        start, s.ceiling, reason = ladder.starting_point(
-            s.classification, self._policy, s.prior_incidents
-        )
-        assert start is not None
-        rung = self._rung_after_relapse(start)
-        s.record.decide("ladder", f"start at {rung}", reason, rung)
-        # A pause during grace holds before the first touch of the node, too.
-        await self._wait_while_paused()
-        if s.abort is not None:
-            await self._cleanup(Outcome.ABORTED)
-            return
-        if rung == Rung.ESCALATE and not self._policy.escalation.quarantine_first:
-            s.record.decide(
-                "quarantine", "skipped", "policy: escalation hands the node over untouched"
-            )
-        elif not await self._quarantine_node():
+        if resumed:
             rung = Rung.ESCALATE
+        else:
+            start, s.ceiling, reason = ladder.starting_point(
+                s.classification, self._policy, s.prior_incidents
+            )
+            assert start is not None
+            rung = self._rung_after_relapse(start)
+            s.record.decide("ladder", f"start at {rung}", reason, rung)
+            # A pause during grace holds before the first touch of the node, too.
+            await self._wait_while_paused()
+            if s.abort is not None:
+                await self._cleanup(Outcome.ABORTED)
+                return
+            if rung == Rung.ESCALATE and not self._policy.escalation.quarantine_first:
+                s.record.decide(
+                    "quarantine", "skipped", "policy: escalation hands the node over untouched"
+                )
+            elif not await self._quarantine_node():
+                rung = Rung.ESCALATE
         while s.outcome is None:
             if s.machine_replaced is not None:
                 self._close_machine_replaced()
@@ -252,25 +273,32 @@ class NodeRemediationWorkflow:
             return False
         self._set_stage("cooldown")
         self._show_outcome()
-        if self._reported_again_during_step():
+        if s.cooldown_until is None and self._reported_again_during_step():
             returned = "reported again while the unverified step ran"
         else:
-            version = s.record.version
+            if s.cooldown_until is None:  # else a run continued as new goes on waiting
+                s.cooldown_until = workflow.now() + cooldown
+                s.cooldown_version = s.record.version
             s.waiting_for = f"cooldown ({cooldown})"
             self._update_details()
             try:
                 await workflow.wait_condition(
                     lambda: (
-                        (s.record.version != version and not s.record.cleared)
+                        (s.record.version != s.cooldown_version and not s.record.cleared)
                         or s.abort is not None
+                        or self._history_full()
                     ),
-                    timeout=cooldown,
+                    timeout=_left(s.cooldown_until),
                     timeout_summary="cooldown after repair",
                 )
             except TimeoutError:
                 return False
             finally:
                 s.waiting_for = None
+            relapsed = s.record.version != s.cooldown_version and not s.record.cleared
+            if not relapsed and s.abort is None:
+                await self._continue_as_new("cooldown")
+            s.cooldown_until = None
             if s.abort is not None:
                 s.record.decide("cooldown", "closed", "aborted; the node is already in service")
                 return False
@@ -1582,25 +1610,32 @@ class NodeRemediationWorkflow:
             await self._release_step_permit(Rung.STOP_GPU_WORK, "handed to a person")
             metrics.escalated(self._fault_value, self._pool)
         hold = self._policy.operator.escalation_hold
+        if s.hold_until is None:  # else a run continued as new goes on waiting
+            s.hold_until = workflow.now() + hold
+
+        def answered() -> bool:
+            return (
+                s.retry or s.skip_to is not None or s.abort is not None or self._fixed_by_a_person()
+            )
+
         s.waiting_for = "an operator: retry, skip or abort"
         self._update_details()
         try:
             await workflow.wait_condition(
-                lambda: (
-                    s.retry
-                    or s.skip_to is not None
-                    or s.abort is not None
-                    or self._fixed_by_a_person()
-                ),
-                timeout=hold,
+                lambda: answered() or self._history_full(),
+                timeout=_left(s.hold_until),
                 timeout_summary="waiting for an operator",
             )
         except TimeoutError:
+            s.hold_until = None
             s.record.decide(log_words.ESCALATE_STAGE, "closed", f"no operator action within {hold}")
             s.outcome = Outcome.ESCALATED
             return None
         finally:
             s.waiting_for = None
+        if not answered():
+            await self._continue_as_new("escalation")
+        s.hold_until = None
         if not (s.retry or s.skip_to is not None or s.abort is not None):
             # Only escalation.close_on_recovery ends the wait so: the signals cleared.
             s.recovery_close_tried = True
@@ -1623,6 +1658,46 @@ class NodeRemediationWorkflow:
             self._policy.escalation.close_on_recovery
             and s.record.cleared
             and not s.recovery_close_tried
+        )
+
+    def _history_full(self) -> bool:
+        """Whether this run should continue as new now: a long history, nothing held.
+
+        Only while it waits (a cooldown, a hand-over's hold) with no permit asked
+        for or held, so nothing the semaphores know of is tied to this run.
+        """
+        info = workflow.info()
+        long = (
+            info.get_current_history_length() >= self._input.history_limit
+            or info.is_continue_as_new_suggested()
+        )
+        held = self._permit.request_id is not None or any(
+            permit.request_id is not None for permit in self._step_permits.values()
+        )
+        return long and not held
+
+    async def _continue_as_new(self, resume: Literal["cooldown", "escalation"]) -> None:
+        """Carry the whole state into a fresh run that goes on with the same wait.
+
+        Returns only when nothing calls for it (the wait ended otherwise).
+        """
+        if not self._history_full():
+            return
+        # Updates and signals still running finish first; their effects travel along.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        s = self._state
+        s.continued += 1
+        events = workflow.info().get_current_history_length()
+        s.record.decide(
+            s.stage, "continued as new", f"{events} events in this run's history; state carried"
+        )
+        workflow.continue_as_new(
+            self._input.model_copy(
+                update={
+                    "continued": ContinuedIncident(resume=resume, state=s.model_dump(mode="json")),
+                    "evidence": None,
+                }
+            )
         )
 
     # ------------------------------------------------------ release and close

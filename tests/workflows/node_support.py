@@ -24,6 +24,7 @@ from gpu_remediation.models import (
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import load_policy
 from gpu_remediation.workflow_models import (
+    HISTORY_LIMIT,
     NodeRemediationInput,
     NodeRemediationResult,
     NodeRemediationState,
@@ -91,6 +92,8 @@ class Cluster:
         self.fleet = fleet
         self.name = f"c{uuid.uuid4().hex[:8]}"
         self.semaphore_id = f"test-semaphore/{uuid.uuid4()}"
+        self.history_limit = HISTORY_LIMIT
+        """Events after which a waiting incident continues as new (its input's)."""
         self._incidents: list[NodeHandle] = []
 
     async def end(self) -> None:
@@ -194,6 +197,7 @@ class Cluster:
             prior_attempts=None if prior_attempts is None else list(prior_attempts),
             semaphore_workflow_id=self.semaphore_id,
             evidence=evidence,
+            history_limit=self.history_limit,
         )
 
     async def holder_and_waiter(

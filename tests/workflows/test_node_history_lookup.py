@@ -5,6 +5,8 @@ Runs on the dev server: the time-skipping server has no visibility queries.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Activities as A
@@ -82,3 +84,24 @@ async def test_earlier_attempts_count_against_the_rung_budget(
         result = await handle.result()
     assert c.fleet.called(A.RESET_GPUS) == resets_before
     assert Rung.REBOOT in result.rungs_tried
+
+
+async def test_an_incident_that_continued_as_new_counts_once(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    pol = policy(cooldown=timedelta(seconds=3))
+    async with cluster(dev_env, task_queue) as c:
+        c.history_limit = 100
+        node = "gpu-h5"
+        first = await c.report(node, xid(48), pol=pol, prior_incidents=None, prior_attempts=None)
+        await assert_eventually(lambda: c.state(first), lambda s: s.stage == "cooldown")
+        for _ in range(40):  # signals the incident ignores fill its history all the same
+            await c.signal(first, node, xid(48).model_copy(update={"cleared": True}))
+        assert (await first.result()).outcome == Outcome.REPAIRED
+        await assert_eventually(lambda: _closed_runs(c, node), lambda n: n >= 2)
+        handle = await c.report(node, xid(48), pol=pol, prior_incidents=None, prior_attempts=None)
+        state = await assert_eventually(
+            lambda: c.state(handle), lambda s: any(d.action == "history read" for d in s.decisions)
+        )
+        await handle.result()
+    assert any("1 earlier incident(s)" in d.reason for d in state.decisions)
