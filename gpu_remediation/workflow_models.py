@@ -47,10 +47,11 @@ arriving, so it starts a fresh history at a safe point instead (issue 34).
 class ContinuedIncident(Model):
     """Where a node incident's run stood when it continued as new, and all it knew."""
 
-    resume: Literal["cooldown", "escalation"] = Field(
-        description="The wait the new run goes on with: the cooldown after a repair, "
-        "or the hold of a hand-over."
+    resume: Literal["cooldown", "ladder"] = Field(
+        description="The wait the new run goes on with: the cooldown after a repair, or "
+        "the ladder's decision about ``rung`` (a hand-over's hold, a breaker's hold)."
     )
+    rung: Rung | None = Field(default=None, description="The rung the ladder was deciding.")
     state: dict[str, Any] = Field(
         description="The run's whole state (``workflows.incident.IncidentState`` as JSON; "
         "the workflow validates it)."

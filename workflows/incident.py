@@ -158,8 +158,10 @@ class IncidentState(BaseModel):
     outcome: Outcome | None = None
     replaced_by: str | None = None
     escalation_reference: str | None = None
-    hold_until: datetime | None = None
+    handover_until: datetime | None = None
     """When the current hand-over's hold ends (carried over a continue-as-new)."""
+    breaker_until: datetime | None = None
+    """When the current breaker hold ends at the latest (``breaker.max_hold``)."""
     cooldown_until: datetime | None = None
     """When the current cooldown ends (carried over a continue-as-new)."""
     cooldown_version: int = 0

@@ -143,8 +143,8 @@ class NodeRemediationWorkflow:
             if not await self._grace():
                 return self._finish()
             await self._ladder()
-        elif input.continued.resume == "escalation":
-            await self._ladder(resumed=True)
+        elif input.continued.resume == "ladder":
+            await self._ladder(resume_at=input.continued.rung)
         while await self._cooldown():
             await self._ladder()
         return self._finish()
@@ -218,15 +218,16 @@ class NodeRemediationWorkflow:
                 return self._closed_as_transient()
             self._classify()
 
-    async def _ladder(self, *, resumed: bool = False) -> None:
+    async def _ladder(self, *, resume_at: Rung | None = None) -> None:
         """Quarantine, then climb until repaired, replaced, escalated or aborted.
 
-        ``resumed``: a run continued as new during a hand-over goes on with its hold.
+        ``resume_at``: a run continued as new during a hold (a hand-over's, the
+        breaker's) decides about that rung again, and so goes on holding.
         """
         s = self._state
         assert s.classification is not None
-        if resumed:
-            rung = Rung.ESCALATE
+        if resume_at is not None:
+            rung = resume_at
         else:
             start, s.ceiling, reason = ladder.starting_point(
                 s.classification, self._policy, s.prior_incidents
@@ -751,14 +752,24 @@ class NodeRemediationWorkflow:
         """
         s = self._state
         breaker = self._policy.breaker
-        held_until = workflow.now() + breaker.max_hold
+        if s.breaker_until is None:  # else a run continued as new goes on holding
+            s.breaker_until = workflow.now() + breaker.max_hold
         self._set_stage("held")
         await self._mark_held(True)
         try:
-            return await self._hold(rung, held_until)
-        finally:
+            decide_again = await self._hold(rung, s.breaker_until)
+        except BaseException:
             if s.quarantine is not None:
                 await self._mark_held(False)
+            raise
+        if decide_again is None:
+            # The hold goes on in a fresh run, the quarantine still marked held.
+            await self._continue_as_new("ladder", rung)
+            decide_again = True  # not due after all: decide again here
+        if s.quarantine is not None:
+            await self._mark_held(False)
+        s.breaker_until = None
+        return decide_again
 
     async def _mark_held(self, held: bool) -> None:
         """Mark the quarantine as held (or not), so it alone keeps no breaker open."""
@@ -770,8 +781,8 @@ class NodeRemediationWorkflow:
         except ActivityError as err:
             s.record.decide(log_words.BREAKER_STAGE, "could not mark the hold", failure_cause(err))
 
-    async def _hold(self, rung: Rung, held_until: datetime) -> bool:
-        """The hold's loop (``_held_by_breaker``)."""
+    async def _hold(self, rung: Rung, held_until: datetime) -> bool | None:
+        """The hold's loop (``_held_by_breaker``); None: continue as new, still holding."""
         s = self._state
         breaker = self._policy.breaker
         while True:
@@ -780,7 +791,11 @@ class NodeRemediationWorkflow:
             try:
                 await workflow.wait_condition(
                     lambda: (
-                        s.record.cleared or s.abort is not None or s.skip_to is not None or s.paused
+                        s.record.cleared
+                        or s.abort is not None
+                        or s.skip_to is not None
+                        or s.paused
+                        or self._history_full()
                     ),
                     timeout=min(breaker.recheck_interval, held_until - workflow.now()),
                     timeout_summary="the breaker to close",
@@ -794,6 +809,8 @@ class NodeRemediationWorkflow:
             if s.record.cleared:
                 s.record.decide(log_words.BREAKER_STAGE, "hold over", "every signal cleared", rung)
                 return False
+            if self._history_full():
+                return None
             if workflow.now() >= held_until:
                 s.record.decide(
                     log_words.BREAKER_STAGE,
@@ -1610,8 +1627,8 @@ class NodeRemediationWorkflow:
             await self._release_step_permit(Rung.STOP_GPU_WORK, "handed to a person")
             metrics.escalated(self._fault_value, self._pool)
         hold = self._policy.operator.escalation_hold
-        if s.hold_until is None:  # else a run continued as new goes on waiting
-            s.hold_until = workflow.now() + hold
+        if s.handover_until is None:  # else a run continued as new goes on waiting
+            s.handover_until = workflow.now() + hold
 
         def answered() -> bool:
             return (
@@ -1623,19 +1640,19 @@ class NodeRemediationWorkflow:
         try:
             await workflow.wait_condition(
                 lambda: answered() or self._history_full(),
-                timeout=_left(s.hold_until),
+                timeout=_left(s.handover_until),
                 timeout_summary="waiting for an operator",
             )
         except TimeoutError:
-            s.hold_until = None
+            s.handover_until = None
             s.record.decide(log_words.ESCALATE_STAGE, "closed", f"no operator action within {hold}")
             s.outcome = Outcome.ESCALATED
             return None
         finally:
             s.waiting_for = None
         if not answered():
-            await self._continue_as_new("escalation")
-        s.hold_until = None
+            await self._continue_as_new("ladder", Rung.ESCALATE)
+        s.handover_until = None
         if not (s.retry or s.skip_to is not None or s.abort is not None):
             # Only escalation.close_on_recovery ends the wait so: the signals cleared.
             s.recovery_close_tried = True
@@ -1663,8 +1680,11 @@ class NodeRemediationWorkflow:
     def _history_full(self) -> bool:
         """Whether this run should continue as new now: a long history, nothing held.
 
-        Only while it waits (a cooldown, a hand-over's hold) with no permit asked
-        for or held, so nothing the semaphores know of is tied to this run.
+        Only while it waits (a cooldown, a hand-over's hold, the breaker's hold)
+        with no permit asked for or held, so nothing the semaphores know of is
+        tied to this run. A breaker hold after a drain keeps its drain permit:
+        there the history stays bounded by ``breaker.max_hold`` over
+        ``breaker.recheck_interval`` (about 11 events a recheck).
         """
         info = workflow.info()
         long = (
@@ -1676,10 +1696,12 @@ class NodeRemediationWorkflow:
         )
         return long and not held
 
-    async def _continue_as_new(self, resume: Literal["cooldown", "escalation"]) -> None:
+    async def _continue_as_new(
+        self, resume: Literal["cooldown", "ladder"], rung: Rung | None = None
+    ) -> None:
         """Carry the whole state into a fresh run that goes on with the same wait.
 
-        Returns only when nothing calls for it (the wait ended otherwise).
+        Returns only when nothing calls for it (see :meth:`_history_full`).
         """
         if not self._history_full():
             return
@@ -1694,7 +1716,9 @@ class NodeRemediationWorkflow:
         workflow.continue_as_new(
             self._input.model_copy(
                 update={
-                    "continued": ContinuedIncident(resume=resume, state=s.model_dump(mode="json")),
+                    "continued": ContinuedIncident(
+                        resume=resume, rung=rung, state=s.model_dump(mode="json")
+                    ),
                     "evidence": None,
                 }
             )

@@ -28,6 +28,7 @@ from gpu_remediation.temporal_setup import register_search_attributes, time_skip
 from gpu_remediation.workflow_models import (
     AbortInput,
     ApproveInput,
+    NodeRemediationResult,
     NodeRemediationState,
     OperatorRequest,
 )
@@ -160,6 +161,26 @@ async def dead_host_climbs(c: Cluster) -> NodeHandle:
     return await c.report("gpu-h12", xid(79, gpu=0))
 
 
+async def continued_in_hold(c: Cluster) -> NodeHandle:
+    """A hand-over flooded with signals continues as new; the new run's abort ends it."""
+    c.history_limit = 100
+    pol = with_fault_class(policy(), FaultClass.GPU_FALLEN_OFF_BUS, start_rung=Rung.ESCALATE)
+    handle = await c.report("gpu-h13", xid(79), pol=pol)
+    await assert_eventually(lambda: c.state(handle), lambda s: s.waiting_for is not None)
+    first_run = (await handle.describe()).run_id
+    for _ in range(40):
+        await c.signal(handle, "gpu-h13", xid(79))
+    latest = c.client.get_workflow_handle(handle.id, result_type=NodeRemediationResult)
+    await assert_eventually(lambda: latest.describe(), lambda d: d.run_id != first_run, timeout=30)
+    await assert_eventually(
+        lambda: c.state(latest), lambda s: s.waiting_for is not None, timeout=30
+    )
+    await latest.execute_update(
+        Updates.ABORT, AbortInput(reason="h"), result_type=NodeRemediationState
+    )
+    return handle
+
+
 SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "reboot_repairs": reboot_repairs,
     "climbs_to_replacement": climbs_to_replacement,
@@ -173,6 +194,7 @@ SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "when_idle_job_ends_unseen": when_idle_job_ends_unseen,
     "efa_link_verified": efa_link_verified,
     "dead_host_climbs": dead_host_climbs,
+    "continued_in_hold": continued_in_hold,
 }
 
 
@@ -197,12 +219,20 @@ async def main(only: list[str], suffix: str) -> None:
             async with cluster(env, f"history-{uuid.uuid4()}", FakeFleet()) as c:
                 handle = await scenario(c)
                 await handle.result()
-                history = await handle.fetch_history()
-            # The workflow id is part of what replay checks (child ids derive from it).
-            record = {"workflow_id": handle.id, "history": json.loads(history.to_json())}
-            path = HISTORIES / f"node_{name}{suffix}.json"
-            path.write_text(json.dumps(record, indent=1))
-            print(f"recorded {path.name} ({len(history.events)} events)")
+                # The run the scenario started, and the last one if it continued as new.
+                first = c.client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
+                histories = {"": await first.fetch_history()}
+                last = await c.client.get_workflow_handle(handle.id).describe()
+                if last.run_id != handle.result_run_id:  # it continued as new
+                    histories["_last_run"] = await c.client.get_workflow_handle(
+                        handle.id, run_id=last.run_id
+                    ).fetch_history()
+            for part, history in histories.items():
+                # The workflow id is part of what replay checks (child ids derive from it).
+                record = {"workflow_id": handle.id, "history": json.loads(history.to_json())}
+                path = HISTORIES / f"node_{name}{part}{suffix}.json"
+                path.write_text(json.dumps(record, indent=1))
+                print(f"recorded {path.name} ({len(history.events)} events)")
     finally:
         await env.shutdown()
 

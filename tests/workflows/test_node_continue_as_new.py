@@ -50,13 +50,14 @@ async def test_a_flooded_hand_over_continues_as_new_and_still_answers_its_operat
         await assert_eventually(
             lambda: c.state(first), lambda s: s.rung == Rung.ESCALATE and s.waiting_for is not None
         )
+        first_run = (await first.describe()).run_id
         await _flood(c, first, "gpu-can1")
         latest = c.client.get_workflow_handle(first.id)
         state = await assert_eventually(
             lambda: c.state(latest),  # type: ignore[arg-type]
             lambda s: _continued(s) >= 1 and s.waiting_for is not None,
         )
-        assert (await latest.describe()).run_id != first.run_id
+        assert (await latest.describe()).run_id != first_run
         assert state.rung == Rung.ESCALATE
         assert state.waiting_for == "an operator: retry, skip or abort"
         await latest.execute_update(
@@ -105,3 +106,28 @@ async def test_a_flooded_cooldown_continues_as_new_and_a_relapse_still_climbs(
             Updates.ABORT, AbortInput(reason="end of test"), result_type=NodeRemediationState
         )
         await first.result()
+
+
+async def test_a_flooded_breaker_hold_continues_as_new_and_climbs_when_the_breaker_closes(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(pool_total=4, pool_unhealthy=3)
+    base = policy()
+    pol = policy(breaker=base.breaker.model_copy(update={"recheck_interval": timedelta(seconds=1)}))
+    async with cluster(dev_env, task_queue, fleet) as c:
+        c.history_limit = 100
+        first = await c.report("gpu-can3", xid(79), pol=pol)
+        await assert_eventually(lambda: c.state(first), lambda s: s.stage == "held")
+        await _flood(c, first, "gpu-can3")
+        latest = c.client.get_workflow_handle(first.id)
+        await assert_eventually(
+            lambda: c.state(latest),  # type: ignore[arg-type]
+            lambda s: _continued(s) >= 1 and s.stage == "held" and s.waiting_for is not None,
+        )
+        assert fleet.reboots == 0, "still held by the breaker"
+        fleet.pool_unhealthy = 1
+        result = await first.result()
+        state = await c.state(latest)  # type: ignore[arg-type]
+    assert result.outcome == Outcome.REPAIRED
+    assert fleet.reboots == 1
+    assert ("breaker", "closed") in [(d.stage, d.action) for d in state.decisions]
