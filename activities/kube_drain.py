@@ -15,7 +15,7 @@ timeout; what is left is reported, not hidden.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -65,10 +65,15 @@ class Drainer:
         deadline = loop.time() + timeout_s
         pending = {pod.metadata.uid: pod for pod in await self.gpu_pods(node)}
         evicted: list[str] = []
+        refused: list[str] = []
         while pending and loop.time() < deadline:
             for uid, pod in list(pending.items()):
-                if await self._evict(pod):
+                outcome = await self._evict(pod)
+                if outcome == "evicted":
                     evicted.append(uid)
+                elif outcome == "refused":
+                    refused.append(_name(pod))
+                if outcome != "blocked":
                     del pending[uid]
             activity.heartbeat(
                 {"evicted": len(evicted), "blocked": [_name(p) for p in pending.values()]}
@@ -76,7 +81,7 @@ class Drainer:
             if pending:
                 await asyncio.sleep(self._settings.eviction_retry.total_seconds())
         remaining = await self._wait_gone(node, evicted, deadline)
-        remaining += [_name(pod) for pod in pending.values()]
+        remaining += [_name(pod) for pod in pending.values()] + refused
         return DrainResult(evicted_uids=evicted, remaining=sorted(remaining))
 
     def _evictable(self, pod: Any) -> bool:
@@ -98,8 +103,16 @@ class Drainer:
         wanted = {**(resources.requests or {}), **(resources.limits or {})}
         return str(wanted.get(self._settings.gpu_resource, "0")) not in ("0", "")
 
-    async def _evict(self, pod: Any) -> bool:
-        """Try one eviction; True when the pod is evicted or already gone."""
+    async def _evict(self, pod: Any) -> Literal["evicted", "blocked", "refused"]:
+        """Try one eviction.
+
+        Returns:
+            ``evicted`` when the pod is evicted or already gone; ``blocked``
+            while a disruption budget holds it (tried again); ``refused`` when
+            the API server forbids it (deploy/worker-admission.yaml keeps the
+            worker out of system namespaces): never retried, left running and
+            reported.
+        """
         meta = pod.metadata
         body = k8s.V1Eviction(
             metadata=k8s.V1ObjectMeta(name=meta.name, namespace=meta.namespace),
@@ -111,10 +124,17 @@ class Drainer:
             )
         except ApiException as err:
             if err.status in (404, 409):
-                return True  # gone, or replaced by a pod with another UID
+                return "evicted"  # gone, or replaced by a pod with another UID
             if err.status == 429:
                 activity.logger.info("eviction of %s blocked by a disruption budget", _name(pod))
-                return False
+                return "blocked"
+            if err.status == 403:
+                activity.logger.warning(
+                    "eviction of %s refused, left running: %s",
+                    _name(pod),
+                    (err.body or err.reason or "")[:300],
+                )
+                return "refused"
             if err.status == 500:
                 raise ApplicationError(
                     f"cannot evict {_name(pod)}: {(err.body or err.reason or '')[:300]} "
@@ -123,7 +143,7 @@ class Drainer:
                     non_retryable=True,
                 ) from err
             raise ApplicationError(f"evict {_name(pod)}: {err.status} {err.reason}") from err
-        return True
+        return "evicted"
 
     async def _wait_gone(self, node: str, uids: list[str], deadline: float) -> list[str]:
         """Wait until no pod with an evicted UID remains; return those that do."""

@@ -99,3 +99,23 @@ async def test_api_errors_during_a_drain_surface_as_retryable_activity_errors(
         await ENV.run(kube_activities.drain_gpu_pods, drain())
     # Temporal retries the activity with the rung's retry policy.
     assert not err.value.non_retryable
+
+
+async def test_an_eviction_the_api_server_forbids_is_left_running_and_reported_not_retried(
+    kube: KubeApiServer, store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    # deploy/worker-admission.yaml refuses the worker's evictions in system namespaces.
+    store.put_node("gpu-1")
+    trainer = store.put_pod("ml", "trainer-0", node_name="gpu-1", gpus=8)
+    store.put_pod("kube-system", "gpu-probe", node_name="gpu-1", gpus=1)
+    kube.faults.inject(
+        r"^/api/v1/namespaces/kube-system/pods/[^/]+/eviction$",
+        method="POST",
+        status=403,
+        message="ValidatingAdmissionPolicy 'gpu-remediation-worker-evictions' denied request",
+    )
+    result = await ENV.run(kube_activities.drain_gpu_pods, drain(timeout_s=30))
+    assert result.evicted_uids == [trainer["metadata"]["uid"]]
+    assert result.remaining == ["kube-system/gpu-probe"]
+    statuses = [r.status for r in kube.faults.requests() if r.path.endswith("/gpu-probe/eviction")]
+    assert statuses == [403]

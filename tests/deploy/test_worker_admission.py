@@ -90,6 +90,30 @@ def nodeclaim(gpu: bool = True) -> dict[str, Any]:
     }
 
 
+def eviction(namespace: str = "ml") -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "trainer-0", "namespace": namespace},
+    }
+
+
+def namespace(name: str = "ml", **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def evict(namespace_object: dict[str, Any], user: str = WORKER) -> list[str]:
+    name = namespace_object["metadata"]["name"]
+    req = request(
+        "CREATE",
+        user,
+        new=eviction(name),
+        subresource="eviction",
+        namespace_object=namespace_object,
+    )
+    return admit(POLICIES, req)
+
+
 def set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     """Set ``a__b__c`` (``__`` separates keys); None removes the key."""
     *parents, last = path.split("__")
@@ -116,6 +140,7 @@ def test_each_policy_is_bound_to_deny_and_fails_closed() -> None:
         "gpu-remediation-worker-pods",
         "gpu-remediation-worker-nodes",
         "gpu-remediation-worker-nodeclaims",
+        "gpu-remediation-worker-evictions",
     }
     assert {b["spec"]["policyName"] for b in BINDINGS} == names
     for binding in BINDINGS:
@@ -144,13 +169,18 @@ def test_every_write_the_worker_role_grants_falls_under_a_policy() -> None:
     # RBAC grants "patch pods", "patch nodes", "delete nodeclaims" whole: each such
     # right must be narrowed by one of the policies.
     verbs = {"patch": "UPDATE", "update": "UPDATE", "delete": "DELETE", "create": "CREATE"}
-    sample = {"pods": pod(), "nodes": node(), "nodeclaims": nodeclaim()}
+    sample = {
+        "pods": pod(),
+        "nodes": node(),
+        "nodeclaims": nodeclaim(),
+        "pods/eviction": eviction(),
+    }
     for access in role("rbac.yaml", "ClusterRole", "gpu-remediation-worker"):
         if access.verb not in verbs or access.resource not in sample:
-            continue  # evictions and events: creations the API server governs itself
-        req = request(
-            verbs[access.verb], WORKER, old=sample[access.resource], new=sample[access.resource]
-        )
+            continue  # events: creations the API server governs itself
+        obj = sample[access.resource]
+        sub = access.resource.partition("/")[2]
+        req = request(verbs[access.verb], WORKER, old=obj, new=obj, subresource=sub)
         assert any(matches(p, req) for p in POLICIES), str(access)
 
 
@@ -285,6 +315,39 @@ def test_the_worker_may_delete_a_gpu_nodeclaim_only() -> None:
     assert admit(POLICIES, request("DELETE", WORKER, old=nodeclaim(gpu=False))) != []
     assert admit(POLICIES, request("UPDATE", WORKER, old=nodeclaim(), new=nodeclaim())) != []
     assert admit(POLICIES, request("DELETE", TENANT, old=nodeclaim(gpu=False))) == []
+
+
+def test_the_worker_may_evict_in_a_tenant_namespace() -> None:
+    assert evict(namespace("ml")) == []
+    assert evict(namespace("team-a", **{"gpu-remediation.io/evictions": "allow"})) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["kube-system", "kube-public", "kube-node-lease", "gpu-remediation", "gpu-remediation-jobs"],
+)
+def test_the_worker_may_not_evict_in_system_namespaces_or_its_own(name: str) -> None:
+    assert evict(namespace(name)) == [
+        "the worker may not evict pods in the cluster's system namespaces or its own"
+    ]
+
+
+def test_a_namespace_labelled_deny_keeps_the_worker_from_evicting_there() -> None:
+    refused = evict(namespace("team-b", **{"gpu-remediation.io/evictions": "deny"}))
+    assert refused == [
+        "the worker may not evict pods in a namespace labelled gpu-remediation.io/evictions=deny"
+    ]
+
+
+def test_other_identities_are_not_concerned_by_the_eviction_policy() -> None:
+    assert evict(namespace("kube-system"), user=TENANT) == []
+
+
+def test_the_protected_namespaces_include_the_ones_deploy_creates() -> None:
+    [policy] = [p for p in POLICIES if p["metadata"]["name"] == "gpu-remediation-worker-evictions"]
+    protected = cel.evaluate(policy["spec"]["variables"][0]["expression"], {})
+    created = {d["metadata"]["name"] for d in built() if d["kind"] == "Namespace"}
+    assert created <= set(protected), created - set(protected)
 
 
 # ------------------------------------------------- the activities' real writes

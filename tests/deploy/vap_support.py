@@ -21,6 +21,7 @@ JSON = dict[str, Any]
 
 RESOURCES = {
     "Pod": ("", "pods"),
+    "Eviction": ("", "pods"),  # the pods/eviction subresource (policy/v1 Eviction)
     "Node": ("", "nodes"),
     "NodeClaim": ("karpenter.sh", "nodeclaims"),
 }
@@ -33,10 +34,13 @@ def request(
     old: JSON | None = None,
     new: JSON | None = None,
     subresource: str = "",
+    namespace_object: JSON | None = None,
 ) -> JSON:
     """An AdmissionRequest (the fields CEL sees) for ``new`` replacing ``old``.
 
     A PATCH arrives at admission as an UPDATE with the patched object.
+    ``namespace_object`` is the request's Namespace, which CEL sees as
+    ``namespaceObject`` beside the request (kept here under that key).
     """
     obj = new if new is not None else old
     assert obj is not None
@@ -50,6 +54,7 @@ def request(
         "userInfo": {"username": user, "groups": ["system:authenticated"], "extra": {}},
         "object": None if operation == "DELETE" else new,
         "oldObject": None if operation == "CREATE" else old,
+        "namespaceObject": namespace_object,
     }
 
 
@@ -74,7 +79,12 @@ def refusals(policy: JSON, req: JSON) -> list[str]:
     spec = policy["spec"]
     if not matches(policy, req):
         return []
-    context: JSON = {"request": req, "object": req["object"], "oldObject": req["oldObject"]}
+    context: JSON = {
+        "request": req,
+        "object": req["object"],
+        "oldObject": req["oldObject"],
+        "namespaceObject": req.get("namespaceObject"),
+    }
     for condition in spec.get("matchConditions", []):
         if cel.evaluate(condition["expression"], context) is not True:
             return []
