@@ -7,7 +7,7 @@ time per policy (and its phases) and in all, the CPU of this process and of its
 children, the CPU split by role (Temporal server, simulator, worker; sampled from
 /proc, ``bench/proctree.py``) and the peak memory of all processes together.
 ``--quick`` (and ``--nodes``, ``--days``, ``--time-factor``, ``--policies``) run a
-reduced size; the scaling from a reduced run is what the README reports until a
+reduced size; the scaling from a reduced run is what docs/benchmarks.md reports until a
 full run is made.
 
 ``--factor-check`` runs the same comparison (same seed) at ``--time-factor F`` and at
@@ -55,7 +55,7 @@ TARGET_RSS_MIB = 2048.0
 
 FACTOR_10K = 375.0
 """Time factor of issue 23's 10,000-node week: at 750 the simulator fell behind
-(447-659x achieved, events late 300-900 s at p95; README, "At 10,000 nodes")."""
+(447-659x achieved, events late 300-900 s at p95; docs/benchmarks.md, "compare_10k")."""
 
 
 FACTOR_CHECK_NODES = 1000

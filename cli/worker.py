@@ -65,7 +65,7 @@ def worker(
     """Run the remediation worker until SIGINT/SIGTERM (then drain gracefully).
 
     Kubernetes, AWS and host-command settings come from GPU_REMEDIATION_*
-    variables (see README); a bad value stops the worker at start.
+    variables (docs/reference.md, "Settings"); a bad value stops the worker at start.
     """
     observability = {
         "GPU_REMEDIATION_METRICS_BIND": metrics_bind,

@@ -98,7 +98,9 @@ _MAX_REMEMBERED_NODES = 100_000
 log = logging.getLogger("gpu_remediation.receiver")
 
 # Module level: FastAPI resolves the (postponed) annotations from module globals.
-_BEARER = HTTPBearer(auto_error=False, description="The receiver's token (see the README).")
+_BEARER = HTTPBearer(
+    auto_error=False, description="The receiver's token (docs/getting-started.md, 'On Kubernetes')."
+)
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
 
 AlertOutcome = Literal[

@@ -17,7 +17,7 @@ from worker import GRACEFUL_SHUTDOWN
 
 # The oldest Kubernetes release still supported on EKS when written, and the newest schemas.
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
-# Created by the operator (README, Deploying), never shipped with a value.
+# Created by the operator (docs/getting-started.md, "On Kubernetes"), never shipped with a value.
 OPERATOR_SECRETS = {"gpu-remediation-receiver", "gpu-remediation-temporal"}
 
 
