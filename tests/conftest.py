@@ -1,10 +1,13 @@
-"""Shared fixtures: real Temporal servers (no downloads), clients, task queues."""
+"""Shared fixtures: real Temporal servers (no downloads), clients, task queues; test tiers."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -22,6 +25,74 @@ from gpu_remediation.temporal_setup import (
 from simulator.kube_api import KubeApiServer, KubeStore
 
 T = TypeVar("T")
+
+TIERS = ("unit", "integration", "e2e")
+# Whole directories of end-to-end tests: the demo stack, a browser on the Temporal UI.
+E2E_DIRS = (Path(__file__).parent / "e2e", Path(__file__).parent / "browser")
+# Fixtures that start the whole system: the simulated fleet, worker and watcher.
+E2E_FIXTURES = frozenset({"make_stack", "ui_stack"})
+# Fixtures that start a server: Temporal's, the Kubernetes emulator over HTTP, the
+# simulated fleet. ``item.fixturenames`` holds the fixtures they are built on too.
+INTEGRATION_FIXTURES = frozenset(
+    {"dev_env", "time_skipping_env", "own_time_skipping_env", "kube", "kube_api", "make_fleet"}
+)
+# What in a test module's source (a test, a helper, a fixture of its own) starts a
+# program of the system as a server process: the worker, receiver, watcher, simulator.
+STARTS_A_SERVER_PROCESS = re.compile(r"\bPopen\b|\bcreate_subprocess_exec\b")
+# What in a test module's source starts a server or a process outside those fixtures.
+STARTS_SOMETHING = re.compile(
+    r"\bsubprocess\b"  # a command run to its end
+    r"|\bmoto_cloud\b|\bssm_cloud\b"  # moto's EC2 and SSM over HTTP
+    r"|\bFleet\("  # the simulated fleet
+    r"|\bKubeApiServer\("  # the Kubernetes emulator over HTTP
+    r"|\bWorkflowEnvironment\.start_"  # a Temporal server
+    r"|\bnode\.agent\("  # tests/agent's fake node runs ``python -m agent``
+    r"|from agent\.runner import .*\brun\b"  # the agent's runner runs tools
+)
+
+
+@functools.cache
+def module_tier(path: Path) -> str:
+    """The tier a test module's own source shows: what it starts outside the fixtures."""
+    source = path.read_text()
+    if path.stem.endswith("_e2e") or STARTS_A_SERVER_PROCESS.search(source):
+        return "e2e"
+    if STARTS_SOMETHING.search(source):
+        return "integration"
+    return "unit"
+
+
+def tier(item: pytest.Item) -> str:
+    """The tier of a test that names none: where it is, its fixtures, what its module starts."""
+    if any(item.path.is_relative_to(directory) for directory in E2E_DIRS):
+        return "e2e"
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & E2E_FIXTURES:
+        return "e2e"
+    by_module = module_tier(item.path)
+    if by_module == "unit" and fixtures & INTEGRATION_FIXTURES:
+        return "integration"
+    return by_module
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with exactly one tier: ``unit``, ``integration`` or ``e2e``.
+
+    The whole suite takes about 13 minutes on 2 cores, nearly all of it in tests
+    that start servers or processes; ``make test-fast`` (``pytest -m unit``) runs
+    the pure core in under a minute. The tier is decided here, from the fixtures a
+    test uses and what its module starts, so a new test lands in the right tier
+    without anyone remembering to mark it. A test (or a module, with
+    ``pytestmark``) that marks its tier itself keeps it; a test under two tiers
+    is an error, so ``-m unit``, ``-m integration`` and ``-m e2e`` split the suite.
+    """
+    del config
+    for item in items:
+        marked = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+        if len(marked) > 1:
+            raise pytest.UsageError(f"{item.nodeid} is marked {sorted(marked)}: one tier only")
+        if not marked:
+            item.add_marker(tier(item))
 
 
 async def _start_time_skipping() -> WorkflowEnvironment:
