@@ -77,6 +77,15 @@ def demo(
             "--json", help="Print the summary as one JSON object on the last line of stdout."
         ),
     ] = False,
+    summary_svg: Annotated[
+        Path | None,
+        typer.Option(
+            "--summary-svg",
+            help="Also write the summary as an SVG picture of the terminal to this file.",
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
     keep_running: Annotated[
         bool,
         typer.Option("--keep-running", help="Leave everything up after the summary, until Ctrl-C."),
@@ -148,6 +157,7 @@ def demo(
             duration=duration,
             seed=seed,
             json_output=json_output,
+            summary_svg=summary_svg,
             keep_running=keep_running,
             port=port,
             ui_port=ui_port,

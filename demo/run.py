@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import logging
+import re
 import shutil
 import signal
 import tempfile
@@ -98,6 +100,7 @@ class DemoOptions(BaseModel):
     duration: Duration | None = None
     seed: int = 0
     json_output: bool = False
+    summary_svg: Path | None = None
     keep_running: bool = False
     port: int = Field(default=7233, ge=0, le=65535)
     ui_port: int = Field(default=8233, ge=0, le=65535)
@@ -488,6 +491,8 @@ class DemoRun:
         report = self.chaos_report
         if report is not None:
             self.ui.print(report.render(), markup=False, highlight=False)
+        if self.options.summary_svg is not None:
+            self._write_summary_svg(summary, self.options.summary_svg)
         if self.options.json_output:
             data = summary.model_dump(mode="json")
             if report is not None:
@@ -495,6 +500,20 @@ class DemoRun:
             # One object on the last line of stdout, nothing else there.
             self.out.file.write(json.dumps(data) + "\n")
             self.out.file.flush()
+
+    def _write_summary_svg(self, summary: DemoSummary, path: Path) -> None:
+        """The summary as the terminal shows it, as an SVG picture (docs/reports/)."""
+        picture = Console(record=True, width=100, file=io.StringIO())
+        picture.print(render(summary))
+        if self.chaos_report is not None:
+            picture.print(self.chaos_report.render(), markup=False, highlight=False)
+        # The picture names no web font (rich's template does): it shows offline.
+        svg = _WEB_FONT.sub(";", picture.export_svg(title="remediate demo"))
+        try:
+            path.write_text(svg)
+        except OSError as err:
+            raise DemoError(f"--summary-svg: cannot write {path}: {err}") from err
+        self.ui.print(f"summary picture: {path}")
 
     def _incidents_url(self, server: DevServer) -> str:
         """The UI's list of this demo's node incidents (no semaphore, no permit guards)."""
@@ -520,6 +539,9 @@ def _to_query(incidents: list[Incident], *, everything: bool) -> list[Incident]:
         return [i for i in incidents if not i.state_final]
     return [i for i in incidents if not i.settled and not i.state_final]
 
+
+_WEB_FONT = re.compile(r',\s*url\("https://[^"]*"\) format\("[^"]*"\)[^;]*;')
+"""The web-font sources in rich's SVG template (after the local font)."""
 
 SIM_POLL_INTERVAL = timedelta(seconds=15)
 """How often, in simulated time, the activities re-read the world while they wait for it

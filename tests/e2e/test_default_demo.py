@@ -4,8 +4,8 @@ The default scenario (demo/scenarios/default.yaml) is what the README and
 docs/getting-started.md promise: a job that speaks the checkpoint handshake is
 asked to save before its node is drained and completes elsewhere, the project
 fails no job run, a replacement node is admitted only after its burn-in, and the
-first node Karpenter launches is caught dead on arrival. One run of the real command (about a minute) checks
-all of it from its JSON summary.
+first node Karpenter launches is caught dead on arrival. One run of the real
+command (about a minute) checks all of it from its JSON summary.
 """
 
 from __future__ import annotations

@@ -100,9 +100,11 @@ async def test_demo_json_prints_the_summary_on_the_last_line_and_leaves_nothing_
 ) -> None:
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCENARIO)
+    picture = tmp_path / "summary.svg"
     process = await _start_demo(
-        "--scenario", str(scenario), "--time-factor", "600", "--duration", "10m", "--json"
-    )
+        "--scenario", str(scenario), "--time-factor", "600", "--duration", "10m", "--json",
+        "--summary-svg", str(picture),
+    )  # fmt: skip
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=100)
     err = stderr.decode()
     assert process.returncode == 0, err[-3000:]
@@ -118,6 +120,11 @@ async def test_demo_json_prints_the_summary_on_the_last_line_and_leaves_nothing_
     assert 0 < summary["availability"] < 1
     assert summary["mttr_p50_s"] > 0
     assert summary["temporal_ui"].startswith("http://127.0.0.1:")
+    # The same summary as a picture of the terminal, with no web font to fetch.
+    svg = picture.read_text()
+    assert svg.startswith("<svg")
+    assert "Incidents by fault class and outcome" in svg.replace("&#160;", " ")
+    assert 'url("http' not in svg
     run_dir, address = _started(err)
     assert _left_behind(run_dir, address) == []
 
