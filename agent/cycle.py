@@ -76,6 +76,12 @@ def _recovery_action(hit: XidHit) -> int | None:
     return None
 
 
+def _nvlink5_unit(tail: str) -> str:
+    """``RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x...)`` -> ``RLW_RXPIPE Nonfatal``."""
+    words = tail[:200].split(maxsplit=1)
+    return f"{words[0][:60]} Nonfatal" if words else "Nonfatal"
+
+
 def xid_problems(
     hits: list[XidHit], buses: dict[str, int], config: AgentConfig, now: float
 ) -> tuple[list[Problem], list[str], list[str]]:
@@ -85,9 +91,12 @@ def xid_problems(
     says how many times. Xid 154 keeps the last action it reported; a change
     back to 0 (None) is not a problem and clears an Xid 154 held for that GPU.
     Informational Xids (NVIDIA: IGNORE) are only logged unless
-    ``report_informational_xids``.
+    ``report_informational_xids``; so are NVLink5 Xids 144-150 whose every line
+    this cycle the driver marks ``Nonfatal`` (NVIDIA's decode: IGNORE). When
+    reported, such a problem names the unit and its severity word, which is
+    what the classifier reads to keep it informational.
     """
-    from gpu_remediation.catalog import xid_info
+    from gpu_remediation.catalog import nvlink5_nonfatal, xid_info
     from gpu_remediation.models import FaultClass
 
     groups: dict[tuple[int, str], list[XidHit]] = {}
@@ -111,10 +120,14 @@ def xid_problems(
             cleared.append(back_to_none.key)
             continue
         info = xid_info(xid)
-        informational = info is not None and info.fault_class is FaultClass.INFORMATIONAL
+        nonfatal = all(nvlink5_nonfatal(xid, h.tail) for h in group)
+        informational = nonfatal or (
+            info is not None and info.fault_class is FaultClass.INFORMATIONAL
+        )
         if informational and not action and not config.report_informational_xids:
             continue
-        details = sorted({m for m in (_mig(h) for h in group) if m})
+        details = [_nvlink5_unit(last.tail)] if nonfatal else []
+        details += sorted({m for m in (_mig(h) for h in group) if m})
         if any(h.banner for h in group) and not any(not h.banner for h in group):
             details.append("driver banner")
         if len(group) > 1:

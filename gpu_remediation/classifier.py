@@ -153,6 +153,14 @@ def _from_efa(e: EfaEvidence) -> _Finding:
     return _Finding(f"EFA {e.check} check{device}: {meaning}", fault_class)
 
 
+def _xid_item(message: str) -> str:
+    """The finding of a condition message (``; ``-separated) that names its first Xid."""
+    for item in message.split(";"):
+        if catalog.parse_message_xid(item) is not None:
+            return item
+    return ""
+
+
 def _from_condition(e: ConditionEvidence) -> _Finding:
     subject = f"condition {e.type}={e.status}" + (f" ({e.reason})" if e.reason else "")
     if not catalog.condition_is_problem(e.type, e.status):
@@ -168,6 +176,9 @@ def _from_condition(e: ConditionEvidence) -> _Finding:
         parsed = catalog.parse_message_xid(e.message)
         if parsed is not None:
             fault_class, meaning = _xid_class(parsed[0])
+            if catalog.nvlink5_nonfatal(parsed[0], _xid_item(e.message)):
+                # As for Xid evidence: the agent's finding names the unit's severity.
+                fault_class, meaning = FC.INFORMATIONAL, f"{meaning} (non-fatal)"
             where = _where(parsed[1])
             return _Finding(f"{subject}: Xid {parsed[0]}{where}, {meaning}", fault_class, parsed[1])
         parsed = catalog.parse_message_dcgm(e.message)

@@ -137,7 +137,11 @@ def _xid_text(e: XidEvidence) -> str:
     if e.recovery_action:
         known = catalog.RECOVERY_ACTIONS.get(e.recovery_action)
         return f"{text}, recovery action {e.recovery_action} ({known[1] if known else 'unknown'})"
-    action = _NVIDIA_ACTION_TEXT[info.action] if info else "quarantine and diagnose"
+    if catalog.nvlink5_nonfatal(e.xid, e.message):
+        # NVIDIA's NVLink5 decode: a unit error the driver marks Nonfatal is IGNORE.
+        action = _NVIDIA_ACTION_TEXT[catalog.NvidiaAction.IGNORE]
+    else:
+        action = _NVIDIA_ACTION_TEXT[info.action] if info else "quarantine and diagnose"
     return f"{text}, {action}"
 
 

@@ -2,16 +2,27 @@
 
 Read as text (the format is stable across drivers: ``Key : Value`` lines under
 ``GPU <bus>`` headers). What each state means, as DCGM reports the same NVML
-fields (so the ladder treats both sources alike):
+fields (so the ladder treats both sources alike); docs/tool-outputs.md names the
+real output each reading was checked against:
 
-* ``GPU Recovery Action`` other than None: the driver's action (the one Xid
-  154 logs), reported as Xid 154 evidence with that action;
+* ``GPU Recovery Action`` other than None (drivers 550 and later): the driver's
+  action (the one Xid 154 logs), reported as Xid 154 evidence with that action;
+* ``GPU Reset Status`` (drivers before 550, which print no recovery action; NVML
+  deprecated its two fields for the recovery action): ``Drain and Reset
+  Recommended: Yes`` is action 4 (drain and reset), ``Reset Required: Yes``
+  action 1 (GPU reset), reported the same way. Where a driver prints both, the
+  recovery action decides unless it asks for nothing and the reset status says Yes;
 * ``Remapped Rows / Pending: Yes``: DCGM error 85 (reset to apply the remap);
 * ``Remapped Rows / Remapping Failure Occurred: Yes``: DCGM error 80 (RMA criterion);
-* ``Retired Pages / Pending Page Blacklist: Yes`` (pre-Ampere GPUs; newer drivers
-  say ``Pending Page Retirement``): DCGM error 6 (reset to retire the page);
+* ``Retired Pages / Pending Page Blacklist: Yes`` (pre-Ampere GPUs; drivers
+  before about 418 print the key as ``Pending``, some newer ones
+  ``Pending Page Retirement``): DCGM error 6 (reset to retire the page), the
+  pre-Ampere counterpart of a pending row remap;
 * ``Unable to determine the device handle for GPU <bus>``: DCGM error 120 (lost),
-  on stdout or stderr (nvidia-smi prints it on either, depending on the driver);
+  on stdout or stderr (nvidia-smi prints it on either, depending on the driver).
+  Drivers print it as ``GPU <bus>``, ``GPU<bus>``, ``gpu <bus>`` (``-L``) and,
+  from 580, ``GPU<index>: <bus>``; with no bus (``GPU<index>: <error>``) the
+  index places it, through the last complete run's bus map when there is one;
 * fewer GPUs than expected: a note (quarantine and diagnose);
 * fewer ``GPU <bus>`` sections than ``Attached GPUs`` says: the output was cut
   short, and the state of the GPUs it does not show is unknown (never healthy).
@@ -32,10 +43,12 @@ from agent.runner import ToolResult, head
 SOURCE = "nvidia-smi"
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 _HEADER = re.compile(r"^GPU (" + _BUS + r")\s*$")
+# "GPU 0000:0b:00.0: Unknown Error" (520), "GPU0000:91:00.0: ..." (525-560),
+# "gpu 0000:3b:00.0: ..." (-L), "GPU1: 0000:04:00.0: ..." (580), "GPU0: Unknown Error".
 _LOST = re.compile(
-    r"Unable to determine the device handle for (?:GPU|gpu)\s*(?P<bus>"
+    r"Unable to determine the device handle for (?:GPU|gpu)(?:(?P<index>\d{1,3}):)?\s*(?P<bus>"
     + _BUS
-    + r")\s*:?\s*(?P<why>.*)"
+    + r")?\s*:?\s*(?P<why>.*)"
 )
 
 # Words nvidia-smi prints for NVML's recovery actions (numbers as in catalog.RECOVERY_ACTIONS).
@@ -53,7 +66,14 @@ RECOVERY_WORDS: dict[str, int] = {
     "bus reset": 6,
     "system reboot": 7,
 }
-_PENDING_RETIREMENT_KEYS = frozenset({"Pending Page Blacklist", "Pending Page Retirement"})
+# Under "Retired Pages": "Pending" (drivers before about 418, e.g. 410.48 on a V100),
+# "Pending Page Blacklist" (418 to 580), "Pending Page Retirement".
+_PENDING_RETIREMENT_KEYS = frozenset(
+    {"Pending", "Pending Page Blacklist", "Pending Page Retirement"}
+)
+# Under "GPU Reset Status" (NVML_FI_DEV_RESET_STATUS / _DRAIN_AND_RESET_STATUS):
+# the recovery action each "Yes" stands for (numbers as in catalog.RECOVERY_ACTIONS).
+_RESET_STATUS_ACTIONS = {"Drain and Reset Recommended": 4, "Reset Required": 1}
 _NOT_SUPPORTED = frozenset({"n/a", "not supported", "[n/a]", "unknown error"})
 
 
@@ -67,6 +87,16 @@ class GpuRecord:
         self.remap_pending: str | None = None
         self.remap_failure: str | None = None
         self.page_retirement_pending: str | None = None
+        self.reset_status: dict[str, str] = {}  # "GPU Reset Status" key -> value
+
+
+class LostGpu:
+    """A GPU nvidia-smi could not get a handle for."""
+
+    def __init__(self, why: str, index: int | None = None) -> None:
+        """``index``: the NVML index the line names (drivers 580 and later print it)."""
+        self.why = why
+        self.index = index
 
 
 class SmiReport:
@@ -76,7 +106,8 @@ class SmiReport:
         """Empty report, filled by :func:`parse_query`."""
         self.attached: int | None = None
         self.gpus: list[GpuRecord] = []
-        self.lost: dict[str, str] = {}
+        self.lost: dict[str, LostGpu] = {}  # bus -> why it is lost
+        self.lost_unplaced: list[LostGpu] = []  # lost GPUs printed without a bus
         self.no_devices = False
         self.no_driver: str | None = None
 
@@ -96,7 +127,12 @@ def parse_query(text: str) -> SmiReport:
             section = ""
             continue
         if "device handle" in line and (lost := _LOST.search(line)):
-            report.lost[normalize_bus(lost["bus"])] = lost["why"].strip() or "device handle lost"
+            index = int(lost["index"]) if lost["index"] is not None else None
+            gone = LostGpu(lost["why"].strip() or "device handle lost", index)
+            if lost["bus"] is not None:
+                report.lost[normalize_bus(lost["bus"])] = gone
+            else:
+                report.lost_unplaced.append(gone)
             continue
         if "No devices were found" in line:
             report.no_devices = True
@@ -126,6 +162,8 @@ def parse_query(text: str) -> SmiReport:
             current.remap_failure = value
         elif section == "Retired Pages" and key in _PENDING_RETIREMENT_KEYS:
             current.page_retirement_pending = value
+        elif section == "GPU Reset Status" and key in _RESET_STATUS_ACTIONS:
+            current.reset_status[key] = value
     return report
 
 
@@ -165,6 +203,33 @@ def _recovery_number(word: str) -> int | None:
     return None
 
 
+_RESET_SOURCE = "nvidia-smi GPU Reset Status"
+
+
+def _reset_status_action(status: dict[str, str]) -> int | None:
+    """The recovery action ``GPU Reset Status`` stands for: 4, 1, 0 (all "No") or None (unread)."""
+    values = {key: value.strip().lower() for key, value in status.items()}
+    for key, action in _RESET_STATUS_ACTIONS.items():  # drain and reset first
+        if values.get(key) == "yes":
+            return action
+    return 0 if "no" in values.values() else None
+
+
+def _place_unplaced(report: SmiReport, saved_buses: dict[str, int]) -> None:
+    """Give a lost GPU printed with an index but no bus the bus the last complete run saw there."""
+    by_index = {i: bus for bus, i in saved_buses.items() if isinstance(i, int)}
+    shown = {g.bus for g in report.gpus} | set(report.lost)
+    unplaced = []
+    for gone in report.lost_unplaced:
+        bus = by_index.get(gone.index) if gone.index is not None else None
+        if bus is not None and bus not in shown:
+            report.lost[bus] = gone
+            shown.add(bus)
+        else:
+            unplaced.append(gone)
+    report.lost_unplaced = unplaced
+
+
 def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int]) -> SmiOutcome:
     """Turn an ``nvidia-smi -q`` run into problems, or say why the GPUs' state is unknown.
 
@@ -190,7 +255,7 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
             f"nvidia-smi cannot reach the NVIDIA driver (not loaded or wedged): {report.no_driver}"
         )
         return SmiOutcome(problems=[problem(kind="note", text=text[:400])])
-    if not report.gpus and not report.lost and not report.no_devices:
+    if not report.gpus and not report.lost and not report.lost_unplaced and not report.no_devices:
         reason = result.describe() if result.status == "failed" else "output lists no GPU"
         return SmiOutcome(unknown=f"GPU state unknown: nvidia-smi -q {reason}")
     expected, expected_from = config.expected_gpu_count()
@@ -199,8 +264,9 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
             unknown=f"nvidia-smi found no GPU and no GPU count is expected ({expected_from})"
         )
 
+    _place_unplaced(report, saved_buses)
     present = sorted({g.bus for g in report.gpus} | set(report.lost))
-    count = len(present)
+    count = len(present) + len(report.lost_unplaced)
     # The header counts GPUs the output never shows: it was cut short. The header
     # must not stand in for the GPUs it lost; what the shown GPUs say still counts.
     cut_short = report.attached is not None and report.attached > count
@@ -208,8 +274,9 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
     # NVML numbers GPUs in bus order; with a GPU gone, today's order would shift
     # the others, so the map saved from a complete run is used instead.
     current = {bus: index for index, bus in enumerate(present)}
-    buses = saved_buses if (short or cut_short) and saved_buses else current
-    outcome = SmiOutcome(buses=None if short or cut_short else current)
+    complete = not (short or cut_short or report.lost_unplaced)
+    buses = current if complete or not saved_buses else saved_buses
+    outcome = SmiOutcome(buses=current if complete else None)
     if cut_short:
         outcome.unknown = (
             f"GPU state unknown: nvidia-smi -q output cut short ({report.attached} attached,"
@@ -225,40 +292,59 @@ def evaluate(result: ToolResult, config: AgentConfig, saved_buses: dict[str, int
         )
     elif expected is not None and count > expected:
         outcome.unknown = f"GPU count {count} above the expected {expected} ({expected_from})"
-    for bus, why in sorted(report.lost.items()):
+    for bus, gone in sorted(report.lost.items()):
         outcome.problems.append(
             problem(
                 kind="dcgm",
                 error_id=120,
-                gpu_index=buses.get(bus),
+                # The index the line prints (580) is NVML's own; else bus order.
+                gpu_index=gone.index if gone.index is not None else buses.get(bus),
                 pci_bus=bus,
                 test="nvidia-smi",
-                text=f"GPU {bus} lost: {why}"[:300],
+                text=f"GPU {bus} lost: {gone.why}"[:300],
+            )
+        )
+    for gone in report.lost_unplaced:
+        name = f"GPU{gone.index}" if gone.index is not None else "a GPU"
+        outcome.problems.append(
+            problem(
+                kind="dcgm",
+                error_id=120,
+                gpu_index=gone.index,
+                test="nvidia-smi",
+                text=f"{name} lost (no bus printed): {gone.why}"[:300],
             )
         )
     for gpu in report.gpus:
         index = buses.get(gpu.bus)
         action_word = (gpu.recovery_action or "").strip()
-        if action_word and action_word.lower() not in _NOT_SUPPORTED:
-            action = _recovery_number(action_word)
-            if action is None:
+        printed = bool(action_word) and action_word.lower() not in _NOT_SUPPORTED
+        recovery: int | None = None  # None: not printed, not supported or unrecognised
+        if printed:
+            recovery = _recovery_number(action_word)
+            if recovery is None:
                 text = (
                     f"GPU {index} ({gpu.bus}) reports unrecognised recovery action {action_word!r}"
                 )
                 outcome.problems.append(problem(kind="note", text=text[:300]))
-            elif action == 0 and index is not None:
-                outcome.recovery_none.add(index)
-            elif action:
-                outcome.problems.append(
-                    problem(
-                        kind="xid",
-                        xid=154,
-                        gpu_index=index,
-                        pci_bus=gpu.bus,
-                        recovery_action=action,
-                        text="nvidia-smi",
-                    )
+        reset = _reset_status_action(gpu.reset_status)
+        # The recovery action decides when it asks for something; a driver before
+        # 550 prints only GPU Reset Status, and where both are printed a "Yes"
+        # there still counts when the recovery action asks for nothing.
+        action, source = (recovery, "nvidia-smi") if recovery else (reset, _RESET_SOURCE)
+        if action:
+            outcome.problems.append(
+                problem(
+                    kind="xid",
+                    xid=154,
+                    gpu_index=index,
+                    pci_bus=gpu.bus,
+                    recovery_action=action,
+                    text=source,
                 )
+            )
+        elif index is not None and (recovery == 0 or (not printed and reset == 0)):
+            outcome.recovery_none.add(index)
         if (gpu.remap_failure or "").lower() == "yes":
             outcome.problems.append(
                 problem(

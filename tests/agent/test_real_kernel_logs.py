@@ -100,3 +100,19 @@ def test_an_sxid_data_continuation_line_is_not_a_second_event(tmp_path: Path) ->
     # the 20034 capture above shows such lines follow the event's own line.
     outcome = scan(tmp_path, "klog_dmesg_iso_sxid12028_gpud_pr338.txt")
     assert (outcome.xids, outcome.sxids) == ([], [])
+
+
+def test_gb200_nvlink5_lines_the_driver_marks_nonfatal_are_read_with_their_severity(
+    tmp_path: Path,
+) -> None:
+    hits = scan(tmp_path, "klog_dmesg_gb200_nvlink5_nonfatal_gpud.txt").xids
+    assert [(h.xid, h.bus) for h in hits] == [
+        (149, "0018:01:00"),
+        (145, "0018:01:00"),
+        (145, "0019:01:00"),
+        (149, "0008:01:00"),
+        (145, "0019:01:00"),
+        (149, "0019:01:00"),
+    ]
+    assert hits[1].tail.startswith("RLW_RXPIPE Nonfatal XC0 i0 Link 13")  # pid=, name= dropped
+    assert [h.tail.split()[1] for h in hits] == ["Nonfatal"] * 5 + ["Fatal"]

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from agent.config import load_config
 from agent.cycle import sxid_problems, xid_problems
+from agent.findings import render
 from agent.kernel_log import XidHit, scan_kernel_log
+from gpu_remediation.catalog import NPD_GPU_CONDITION
+from gpu_remediation.classifier import classify
+from gpu_remediation.models import ConditionEvidence, FaultClass, XidEvidence
+from gpu_remediation.npd_message import parse_condition_message
+from gpu_remediation.policy_loader import load_policy
 from tests.agent.lines import INDEX, SXID_FATAL, SXID_NON_FATAL, XID_LINES, Expected, syslog
 
 CONFIG = load_config(env={})
@@ -77,3 +84,63 @@ def test_only_fatal_nvswitch_errors_are_problems(tmp_path: Path) -> None:
         "PRIV error"
     ]
     assert len(log_lines) == 2
+
+
+# ------------------------------------------- issue 37: NVLink5 Xids the driver marks Nonfatal
+
+_NVLINK5 = (
+    Path(__file__).parent / "fixtures" / "real" / "klog_dmesg_gb200_nvlink5_nonfatal_gpud.txt"
+)
+
+
+def _gb200_hits(tmp_path: Path) -> list[XidHit]:
+    # Real GB200 lines (gpud's production examples): four GPUs, five Nonfatal, one Fatal.
+    _, _, lines = _NVLINK5.read_text().partition("\n")
+    return hits_of(tmp_path, lines)
+
+
+def test_nonfatal_nvlink5_xids_are_only_logged_and_a_fatal_one_is_a_problem(
+    tmp_path: Path,
+) -> None:
+    problems, log, _ = xid_problems(_gb200_hits(tmp_path), {}, CONFIG, 0.0)
+    assert [(p.xid, p.pci_bus, p.text) for p in problems] == [(149, "0019:01:00", "")]
+    assert len(log) == 5  # every (Xid, GPU) is still logged
+
+
+def test_reported_nonfatal_nvlink5_xids_stay_informational_through_the_condition_message(
+    tmp_path: Path,
+) -> None:
+    wanted = load_config(env={"REMEDIATE_AGENT_REPORT_INFORMATIONAL_XIDS": "true"})
+    problems, _, _ = xid_problems(_gb200_hits(tmp_path), {}, wanted, 0.0)
+    texts = {(p.xid, p.pci_bus): p.text for p in problems}
+    assert texts[(145, "0018:01:00")] == "RLW_RXPIPE Nonfatal"
+    assert texts[(145, "0019:01:00")] == "RLW_SRC_TRACK Nonfatal, 2 times"
+    assert texts[(149, "0019:01:00")] == ""  # the Fatal one names no severity word
+    policy = load_policy()
+    _, message = render(problems, [], ok_text="ok", max_bytes=4096)
+    assert message.startswith("Xid 149 (0019:01:00): NVLink5 error, ")  # the Fatal one first
+    assert "Xid 145 (0018:01:00): NVLink5 error (RLW_RXPIPE Nonfatal), no action needed" in message
+    verdicts = {
+        (e.xid, e.pci_bus): classify([e], policy).fault_class
+        for e in parse_condition_message(message, observed_at=datetime.now(UTC))
+        if isinstance(e, XidEvidence)
+    }
+    assert verdicts == {
+        (149, "0019:01:00"): FaultClass.GPU_RESET_REQUIRED,
+        (145, "0018:01:00"): FaultClass.INFORMATIONAL,
+        (145, "0019:01:00"): FaultClass.INFORMATIONAL,
+        (149, "0018:01:00"): FaultClass.INFORMATIONAL,
+        (149, "0008:01:00"): FaultClass.INFORMATIONAL,
+    }
+    # The watcher's condition, when a Nonfatal one is all it names, is no fault either.
+    nonfatal_only = [p for p in problems if p.text.startswith(("RLW", "NETIR_BER"))]
+    _, quiet = render(nonfatal_only, [], ok_text="ok", max_bytes=4096)
+    condition = ConditionEvidence(
+        observed_at=datetime.now(UTC),
+        source="test",
+        type=NPD_GPU_CONDITION,
+        status="True",
+        reason="GpuHealthCheckFailed",
+        message=quiet,
+    )
+    assert classify([condition], policy).fault_class == FaultClass.INFORMATIONAL

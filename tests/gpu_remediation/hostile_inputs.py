@@ -67,6 +67,7 @@ UNITS = (
     "Xid (",
     "NVRM: Xid (PCI:0000:53:00): 79, ",
     "NVRM: Xid (PCI:0000:53:00): 154, pid=1, ",
+    "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 ",
     "pid=1, ",
     "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, ",
     "NVRM: GPU at PCI:0000:53:00: GPU has fallen off the bus",
@@ -75,6 +76,7 @@ UNITS = (
     "6,123,456,-;",
     # Condition messages (the agent's grammar).
     "Xid 79 on GPU 3 (0000:53:00): ",
+    "Xid 145 (0018:01:00): NVLink5 error (RLW_RXPIPE Nonfatal), no action needed; ",
     "DCGM error 85 on GPU 2 [Memory]: ",
     "EFA link (rdmap0): ",
     "; EFA link ",
@@ -82,7 +84,11 @@ UNITS = (
     # nvidia-smi -q.
     "GPU 00000000:53:00.0",
     "Unable to determine the device handle for GPU 0000:53:00.0: ",
+    "Unable to determine the device handle for GPU1: ",
+    "Unable to determine the device handle for GPU1: 0000:04:00.0: ",
     "    Remapped Rows\n        Pending : Yes\n",
+    "    Retired Pages\n        Pending : Yes\n",
+    "    GPU Reset Status\n        Reset Required : Yes\n",
     "GPU Recovery Action : ",
     # NCCL's all_reduce_perf.
     "# Out of bounds values : 0 OK",

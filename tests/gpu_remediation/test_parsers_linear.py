@@ -19,6 +19,9 @@ Parsers covered here, each fed every known hostile shape and hypothesis' picks:
 * ``catalog``: ``parse_message_xid``, ``parse_message_dcgm``, ``parse_message_efa``,
   ``recovery_action_from_message``, ``dcgm_message_xid``, ``nvlink5_nonfatal``,
   ``eks_reason_xid``;
+* ``classifier._xid_item`` (the finding of a condition message that names its
+  first Xid, read for an NVLink5 Xid's Nonfatal word) and the classification of
+  a GPU condition carrying the text;
 * ``admission_nccl.judge`` (the NCCL burn-in's reading of ``all_reduce_perf``).
 """
 
@@ -37,16 +40,17 @@ from hypothesis import strategies as st
 
 from activities.host import _diagnostic_verdict
 from activities.host_commands import CommandOutcome, encode_output
-from gpu_remediation import catalog
+from gpu_remediation import catalog, classifier
 from gpu_remediation.admission_nccl import NcclOutputError, judge
 from gpu_remediation.dcgm_errors import DCGM_ERROR_META
-from gpu_remediation.models import DcgmEvidence
+from gpu_remediation.models import ConditionEvidence, DcgmEvidence
 from gpu_remediation.npd_message import (
     Note,
     format_message,
     parse_condition_message,
     split_findings,
 )
+from gpu_remediation.policy_loader import load_policy
 from gpu_remediation.tool_outputs.common import DiagnosticParseError
 from gpu_remediation.tool_outputs.dcgm_diag import _gpu_named_in, parse_dcgm_diag
 from gpu_remediation.tool_outputs.dcgm_health import parse_dcgm_health
@@ -64,6 +68,7 @@ from tests.gpu_remediation.hostile_inputs import (
 pytestmark = pytest.mark.linear_guard
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+_POLICY = load_policy()
 
 
 def _diag4_document(text: str) -> str:
@@ -92,6 +97,17 @@ def _host_verdict(text: str) -> None:
         command_id="h", exit_code=0, stdout=encode_output(health_document(text))
     )
     _diagnostic_verdict("gpu-1", diag, health, NOW)
+
+
+def _classify_condition(text: str) -> None:
+    condition = ConditionEvidence(
+        observed_at=NOW,
+        source="t",
+        type=catalog.NPD_GPU_CONDITION,
+        status="True",
+        message=text[:4096],
+    )
+    classifier.classify([condition], _POLICY)
 
 
 def _allowed(call: Callable[[str], object], *errors: type[Exception]) -> Callable[[str], None]:
@@ -137,6 +153,8 @@ PARSERS: dict[str, Callable[[str], None]] = {
     "catalog.dcgm_message_xid": _allowed(catalog.dcgm_message_xid),
     "catalog.nvlink5_nonfatal": _allowed(lambda t: catalog.nvlink5_nonfatal(145, t)),
     "catalog.eks_reason_xid": _allowed(catalog.eks_reason_xid),
+    "classifier._xid_item": _allowed(classifier._xid_item),
+    "classifier.classify (GPU condition message)": _allowed(_classify_condition),
     "admission_nccl.judge": _allowed(lambda t: judge(0, t, 100.0, 8), NcclOutputError),
 }
 
