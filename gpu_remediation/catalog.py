@@ -500,7 +500,9 @@ _EKS_XID_REASON = re.compile(r"^NvidiaXID(\d+)Error$")
 # as for every NPD custom condition.
 NPD_GPU_CONDITION = "GpuHealthProblem"
 NPD_EFA_CONDITION = "EfaHealthProblem"
-NPD_CONDITIONS = frozenset({NPD_GPU_CONDITION, NPD_EFA_CONDITION})
+NPD_GPU_DEGRADED_CONDITION = "GpuDegraded"
+"""The agent's ``gpu-degraded`` check: a GPU that works but slows its job (issue 37)."""
+NPD_CONDITIONS = frozenset({NPD_GPU_CONDITION, NPD_EFA_CONDITION, NPD_GPU_DEGRADED_CONDITION})
 
 # Reasons of NPD_EFA_CONDITION, one per EfaEvidence check.
 NPD_EFA_REASONS: dict[str, str] = {

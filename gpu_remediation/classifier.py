@@ -42,6 +42,7 @@ TIE_BREAK_ORDER: tuple[FaultClass, ...] = (
     FC.APPLICATION,
     FC.CONFIGURATION,
     FC.UNKNOWN,
+    FC.GPU_DEGRADED,  # any fault found beside a slowdown names the incident
     FC.NODE_NOT_READY,
     FC.GPU_RESET_REQUIRED,
     FC.UNCONTAINED_ERROR,
@@ -187,6 +188,10 @@ def _from_condition(e: ConditionEvidence) -> _Finding:
             where = _where(parsed[1])
             text = f"{subject}: DCGM error {parsed[0]}{where}, {meaning}"
             return _Finding(text, fault_class, parsed[1])
+    elif e.type == catalog.NPD_GPU_DEGRADED_CONDITION:
+        # Slow, not dead: the message says what was measured (link width, clock events).
+        what = e.message.strip()[:200] or "no detail"
+        return _Finding(f"{subject}: GPU degraded ({what})", FC.GPU_DEGRADED)
     elif e.type == catalog.NPD_EFA_CONDITION:
         # The agent's NPD rule has one fixed reason; the message names the check.
         check = catalog.NPD_EFA_REASONS.get(e.reason) or catalog.parse_message_efa(e.message)

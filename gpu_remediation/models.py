@@ -81,6 +81,8 @@ class FaultClass(StrEnum):
     EFA_LINK_DOWN = "efa_link_down"
     CONFIGURATION = "configuration"
     UNCONTAINED_ERROR = "uncontained_error"
+    GPU_DEGRADED = "gpu_degraded"
+    """Slow, not dead: downtrained PCIe, sustained hardware throttling (issue 37)."""
     UNKNOWN = "unknown"
 
 

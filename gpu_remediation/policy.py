@@ -105,6 +105,13 @@ ADDED_FAULT_CLASSES: dict[FaultClass, FaultClassPolicy] = {
         grace=timedelta(minutes=2),
         urgency=Urgency.CHECKPOINT_FIRST,
     ),
+    # Issue 37: a GPU that works but slows its job; as in default_policy.yaml.
+    FaultClass.GPU_DEGRADED: FaultClassPolicy(
+        start_rung=Rung.GPU_RESET,
+        max_rung=Rung.ESCALATE,
+        grace=timedelta(minutes=5),
+        urgency=Urgency.WHEN_IDLE,
+    ),
 }
 """Classes added after policies were first recorded, with the default a policy without them gets."""
 
