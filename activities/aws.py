@@ -14,12 +14,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.kubernetes import node_ready
-from activities.node_pin import check_pin
+from activities.kubernetes import node_ready, read_pinned_node
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 
@@ -182,15 +180,7 @@ class Ec2Activities:
 
     async def _node_state(self, node: str, pin: c.NodePin | None) -> tuple[str, bool]:
         """The node's boot id and readiness; ``NodeReplaced`` if it is another machine."""
-        try:
-            obj = await asyncio.to_thread(self._core.read_node, node)
-        except ApiException as err:
-            if err.status == 404:
-                raise ApplicationError(
-                    f"node {node} not found", type="NodeNotFound", non_retryable=True
-                ) from err
-            raise ApplicationError(f"reading node {node}: {err.status} {err.reason}") from err
-        check_pin(obj, node, pin)
+        obj = await read_pinned_node(self._core, node, pin)
         info = obj.status.node_info if obj.status else None
         return (info.boot_id if info else ""), node_ready(obj)
 

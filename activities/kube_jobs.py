@@ -33,8 +33,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.host_commands import ENCODED_MARKER, CommandOutcome, HostCommand, resumable
-from activities.kubernetes import api_error
-from activities.node_pin import check_pin
+from activities.kubernetes import api_error, read_pinned_node
 from gpu_remediation.contracts import NodePin
 from gpu_remediation.settings import Settings
 
@@ -109,15 +108,7 @@ class JobExecutor:
 
     async def _check_machine(self, node: str, provider_id: str) -> None:
         """Refuse a node that is not the machine ``provider_id`` names (``NodeReplaced``)."""
-        try:
-            obj = await asyncio.to_thread(self._core.read_node, node)
-        except ApiException as err:
-            if err.status == 404:
-                raise ApplicationError(
-                    f"node {node} not found", type="NodeNotFound", non_retryable=True
-                ) from err
-            raise api_error(f"read node {node}", err) from err
-        check_pin(obj, node, NodePin(uid="", provider_id=provider_id))
+        await read_pinned_node(self._core, node, NodePin(uid="", provider_id=provider_id))
 
     def job_manifest(self, name: str, node: str, command: HostCommand) -> k8s.V1Job:
         """The Job for ``command`` on ``node`` (public so tests and RBAC docs can read it)."""

@@ -460,6 +460,26 @@ async def call_api(fn: Callable[..., T], *args: Any, missing_ok: bool = False, *
         raise api_error(getattr(fn, "__name__", "kubernetes call"), err) from err
 
 
+async def read_pinned_node(core: k8s.CoreV1Api, name: str, pin: c.NodePin | None) -> Any:
+    """Read the node an incident acts on and refuse another machine under its name.
+
+    Raises:
+        ApplicationError: ``NodeNotFound`` (non-retryable) when it is gone,
+            ``NodeReplaced`` when it is not ``pin``'s machine, else
+            :func:`api_error`'s mapping of the API's refusal.
+    """
+    try:
+        node = await asyncio.to_thread(core.read_node, name)
+    except ApiException as err:
+        if err.status == 404:
+            raise ApplicationError(
+                f"node {name} not found", type="NodeNotFound", non_retryable=True
+            ) from err
+        raise api_error(f"read node {name}", err) from err
+    check_pin(node, name, pin)
+    return node
+
+
 def api_error(call: str, err: ApiException) -> ApplicationError:
     """An activity error for an API failure: 4xx other than throttling is final."""
     status = err.status or 0
