@@ -2,8 +2,8 @@
 
 Commands:
 
-* ``check [--check gpu|efa|efa-counters]``: one cycle. Exit 0 healthy, 1
-  problem, 2 unknown (NPD's contract); stdout is the condition message.
+* ``check [--check gpu|gpu-degraded|efa|efa-counters]``: one cycle. Exit 0
+  healthy, 1 problem, 2 unknown (NPD's contract); stdout is the condition message.
 * ``state show [--check NAME]``: the saved state (kernel-log position, held Xids).
 * ``parse-message MESSAGE``: the evidence the watcher reads from a condition message.
 

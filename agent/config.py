@@ -53,6 +53,42 @@ DEFAULT_EFA_COUNTER_THRESHOLDS: dict[str, int] = {
     "retrans_pkts": 10000,
 }
 
+# gpu-degraded: what it can report (the ``what`` of a finding). The clock-event
+# reasons are NVML's (nvml.h nvmlClocksEventReason*), as nvidia-smi names them
+# (agent/checks/nvidia_smi.py CLOCK_EVENT_KEYS); Idle is no slowdown and is not one.
+CLOCK_EVENT_PREFIX = "clock_event:"
+DEGRADED_SIGNALS: tuple[str, ...] = (
+    "pcie_width",
+    "pcie_gen",
+    *(
+        CLOCK_EVENT_PREFIX + reason
+        for reason in (
+            "hw_slowdown",
+            "hw_thermal_slowdown",
+            "hw_power_brake_slowdown",
+            "sw_thermal_slowdown",
+            "sw_power_cap",
+            "sync_boost",
+            "applications_clocks_setting",
+            "display_clock_setting",
+        )
+    ),
+)
+# On by default: the link and the reasons that cut the clocks for a hardware or
+# thermal cause: the ones `dcgmi diag --clocksevent-mask` can tell the diagnostic
+# to ignore (bits 8, 32, 64, 128; dcgmi/CommandLineParser.cpp), gpud's hw-slowdown
+# reasons besides. SW Power Cap is the GPU keeping to its power limit; Sync Boost,
+# Applications Clocks and Display Clock are settings: normal, not a degradation,
+# unless an operator adds them.
+DEFAULT_DEGRADED_CHECKS: tuple[str, ...] = (
+    "pcie_width",
+    "pcie_gen",
+    "clock_event:hw_slowdown",
+    "clock_event:hw_thermal_slowdown",
+    "clock_event:hw_power_brake_slowdown",
+    "clock_event:sw_thermal_slowdown",
+)
+
 KERNEL_LOG_KINDS = ("kmsg", "journal", "file")
 _INSTANCE_TYPE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 
@@ -110,6 +146,25 @@ class AgentConfig:
     expected_efa: int | None = None
     efa_by_instance_type: dict[str, int] = DEFAULT_EFA_BY_INSTANCE_TYPE
     efa_counter_thresholds: dict[str, int] = DEFAULT_EFA_COUNTER_THRESHOLDS
+    # gpu-degraded (condition GpuDegraded): GPUs that work, slowly. Signals read from
+    # `nvidia-smi -q` (names in DEGRADED_SIGNALS).
+    degraded_checks: tuple[str, ...] = DEFAULT_DEGRADED_CHECKS
+    # Consecutive cycles (30 s apart under NPD) a signal must be degraded before it
+    # is reported: a PCIe link is read at a P-state change now and then; a clock
+    # event reason is also set for a moment at P-state and clock changes (nvml.h).
+    degraded_pcie_cycles: int = 2
+    degraded_clock_event_cycles: int = 10
+    # Those cycles must fall within this many seconds (gpud's hw-slowdown window),
+    # and a signal not seen degraded for this long is forgotten.
+    degraded_window: float = 600.0
+    # The PCIe generation drops when the GPU is not in use: it is judged only in
+    # P0 (DCGM's link check) with at least this GPU utilization (percent).
+    degraded_pcie_gen_min_utilization: int = 10
+    # Compare the link with these instead of the Max nvidia-smi prints, for
+    # platforms that wire the GPU narrower than NVML's Max (DCGM: min_pci_width
+    # and min_pci_generation per SKU).
+    degraded_pcie_expected_width: int | None = None
+    degraded_pcie_expected_gen: int | None = None
 
     def __init__(self, **values: Any) -> None:
         """Set the given settings; the rest keep their defaults.
@@ -296,6 +351,28 @@ def _check_ranges(config: AgentConfig) -> None:
             raise ConfigError(f"{name}: must be between 0 and 64")
     if config.kernel_log_kind in ("kmsg", "file") and not config.kernel_log_target:
         raise ConfigError("kernel_log: a kmsg or file source needs a path")
+    _check_degraded(config)
+
+
+def _check_degraded(config: AgentConfig) -> None:
+    unknown = [name for name in config.degraded_checks if name not in DEGRADED_SIGNALS]
+    if unknown:
+        raise ConfigError(
+            f"degraded_checks: unknown {', '.join(unknown)} (known: {', '.join(DEGRADED_SIGNALS)})"
+        )
+    for name in ("degraded_pcie_cycles", "degraded_clock_event_cycles"):
+        # The state keeps one time per cycle of a streak: a bounded list.
+        if not 1 <= getattr(config, name) <= 100:
+            raise ConfigError(f"{name}: must be between 1 and 100")
+    if not config.degraded_window > 0:
+        raise ConfigError("degraded_window: must be greater than 0")
+    if not 0 <= config.degraded_pcie_gen_min_utilization <= 100:
+        raise ConfigError("degraded_pcie_gen_min_utilization: must be between 0 and 100")
+    width, gen = config.degraded_pcie_expected_width, config.degraded_pcie_expected_gen
+    if width is not None and not 1 <= width <= 32:
+        raise ConfigError("degraded_pcie_expected_width: must be between 1 and 32 (lanes)")
+    if gen is not None and not 1 <= gen <= 9:
+        raise ConfigError("degraded_pcie_expected_gen: must be between 1 and 9")
 
 
 def _apply(config: AgentConfig, values: Mapping[str, Any], origin: str) -> AgentConfig:

@@ -6,6 +6,11 @@ kernel log is read every cycle (it is the only place Xid events appear), and
 when the tools hang or fail it is what still names the fault: a hang is
 reported as a hang, within its timeout, next to whatever the log shows.
 
+``gpu-degraded``: GPUs that work, slowly (a downtrained PCIe link, clocks cut
+by a hardware or thermal slowdown), from ``nvidia-smi -q``; its own condition
+(``GpuDegraded``), reported only once a signal persisted for some cycles
+(agent/checks/gpu_degraded.py).
+
 ``efa``: device count, provider and links. ``efa-counters``: error-counter
 bursts since the last run (meant for an NPD event rule, not a condition).
 """
@@ -27,10 +32,10 @@ from agent.kernel_log import (
     gpu_buses_from_proc,
     scan_kernel_log,
 )
-from agent.runner import Background, ToolResult
+from agent.runner import Background, ToolResult, run
 from agent.state import StateStore, read_boot_id
 
-CHECKS = ("gpu", "efa", "efa-counters")
+CHECKS = ("gpu", "gpu-degraded", "efa", "efa-counters")
 KERNEL_SOURCE = "kernel-log"
 
 
@@ -314,6 +319,37 @@ def gpu_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
     )
 
 
+def gpu_degraded_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
+    """Read ``nvidia-smi -q`` for degradation; streaks of earlier cycles of this boot count."""
+    from agent.checks import gpu_degraded
+
+    deadline = time.monotonic() + config.deadline
+    store = StateStore(config.state_path("gpu-degraded"))
+    with store.locked(config.lock_timeout):
+        state = store.load()
+        log: list[str] = [store.corrupt_note] if store.corrupt_note else []
+        try:
+            boot_id: str | None = read_boot_id(config.boot_id_path)
+        except OSError as err:
+            boot_id = None
+            log.append(f"boot id unreadable ({err}): reboots are not detected")
+        new_boot = bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
+        if new_boot:
+            log.append("new boot: degradation seen before it is forgotten (links retrain)")
+        usable = {} if new_boot or state.get("corrupt") else state
+        result = run([config.nvidia_smi, "-q"], _remaining(deadline, config.nvidia_smi_timeout))
+        stats.tools[result.name] = result.status
+        outcome = gpu_degraded.evaluate(result, config, usable, time.time())
+        store.save({"boot_id": boot_id, **outcome.state()})
+    _log(log + outcome.log)
+    return render(
+        outcome.problems,
+        outcome.unknowns,
+        ok_text=f"GPU degradation OK: {outcome.detail}",
+        max_bytes=config.max_output_length,
+    )
+
+
 def efa_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
     """Run the EFA check once: device count, provider, links."""
     from agent.checks import efa
@@ -353,4 +389,9 @@ def efa_counters_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str
     )
 
 
-CYCLES = {"gpu": gpu_cycle, "efa": efa_cycle, "efa-counters": efa_counters_cycle}
+CYCLES = {
+    "gpu": gpu_cycle,
+    "gpu-degraded": gpu_degraded_cycle,
+    "efa": efa_cycle,
+    "efa-counters": efa_counters_cycle,
+}

@@ -7,6 +7,17 @@ has something to report are they turned into the project's evidence models
 with :func:`gpu_remediation.npd_message.format_message`, the format the
 watcher reads back with ``parse_condition_message``.
 
+Degradation (``kind="degraded"``, the ``gpu-degraded`` check and its own
+``GpuDegraded`` condition) has no evidence model yet: it is written as a note
+in a fixed grammar (:func:`degraded_text`), one finding per GPU and signal::
+
+    "Degraded on GPU " I " (" BUS ") [" WHAT "]: " OBSERVED
+        ", expected " EXPECTED " (" N "+ cycles)"
+
+``WHAT`` is ``pcie_width``, ``pcie_gen`` or ``clock_event:<reason>``; ``N`` is the
+configured number of consecutive cycles, so the words stay the same while the
+state does (NPD updates a condition when its message changes).
+
 Exit codes follow Node Problem Detector's custom-plugin contract.
 """
 
@@ -22,7 +33,9 @@ EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_UNKNOWN = 2
 
-Kind = Literal["xid", "dcgm", "efa", "note"]
+Kind = Literal["xid", "dcgm", "efa", "note", "degraded"]
+KINDS = ("xid", "dcgm", "efa", "note", "degraded")
+DEGRADED_HEAD = "Degraded"
 
 
 class Problem(NamedTuple):
@@ -42,6 +55,11 @@ class Problem(NamedTuple):
     device: str | None = None
     fault_class: str = "unknown"
     observed_at: float = 0.0
+    # Degradation: what is slow (pcie_width, pcie_gen, clock_event:<reason>), as seen
+    # and as it should be ("8x" / "16x", "Active" / "Not Active").
+    what: str | None = None
+    observed: str | None = None
+    expected: str | None = None
 
     @property
     def key(self) -> str:
@@ -53,6 +71,8 @@ class Problem(NamedTuple):
             return f"dcgm/{self.error_id}/{where}/{self.test}"
         if self.kind == "efa":
             return f"efa/{self.efa_check}/{self.device or '-'}"
+        if self.kind == "degraded":
+            return f"degraded/{self.what}/{self.pci_bus or where}"
         return f"note/{self.text}"
 
     def to_json(self) -> dict[str, Any]:
@@ -62,7 +82,7 @@ class Problem(NamedTuple):
     @classmethod
     def from_json(cls, data: Any) -> Problem | None:
         """Read a saved problem back; None when the entry is not one (old or damaged state)."""
-        if not isinstance(data, dict) or data.get("kind") not in ("xid", "dcgm", "efa", "note"):
+        if not isinstance(data, dict) or data.get("kind") not in KINDS:
             return None
         try:
             return cls(**{k: v for k, v in data.items() if k in cls._fields})
@@ -127,7 +147,24 @@ def _evidence(problem: Problem) -> Finding:
             check=problem.efa_check,
             device=problem.device,
         )
+    if problem.kind == "degraded":
+        return Note(text=degraded_text(problem)[:1024], fault_class=FaultClass(problem.fault_class))
     return Note(text=problem.text[:1024] or "problem", fault_class=FaultClass(problem.fault_class))
+
+
+def degraded_text(problem: Problem) -> str:
+    """A degradation finding in the grammar of the module docstring.
+
+    ``text`` is the persistence (``"10+ cycles"``). Written from values the
+    check parsed (numbers and fixed words), so nothing here comes raw from a tool.
+    """
+    gpu = f" on GPU {problem.gpu_index}" if problem.gpu_index is not None else ""
+    bus = f" ({problem.pci_bus})" if problem.pci_bus else ""
+    since = f" ({problem.text})" if problem.text else ""
+    return (
+        f"{DEGRADED_HEAD}{gpu}{bus} [{problem.what}]: {problem.observed},"
+        f" expected {problem.expected}{since}"
+    )
 
 
 def _fit(text: str, max_bytes: int) -> str:

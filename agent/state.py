@@ -3,8 +3,10 @@
 The state is what makes the agent incremental across runs: the kernel-log
 position (offset, inode, boot id, or kmsg sequence number / journal cursor),
 Xids still being reported, how many cycles in a row each tool hung, and the
-PCI bus -> GPU index map from the last good ``nvidia-smi``. A crash between
-cycles loses at most the cycle in flight: the file is replaced by rename.
+PCI bus -> GPU index map from the last good ``nvidia-smi``; for ``gpu-degraded``,
+the times of each signal's consecutive degraded readings (bounded by its cycle
+count). A crash between cycles loses at most the cycle in flight: the file is
+replaced by rename.
 """
 
 from __future__ import annotations

@@ -28,6 +28,11 @@ real output each reading was checked against:
   short, and the state of the GPUs it does not show is unknown (never healthy).
 
 GPU indices are NVML's: GPUs in PCI bus order.
+
+The parser also keeps what the ``gpu-degraded`` check reads (agent/checks/gpu_degraded.py):
+``Performance State``, ``Utilization / Gpu``, ``GPU Link Info`` (``PCIe Generation``
+and ``Link Width``, ``Max`` and ``Current``) and the ``Clocks Event Reasons``
+(drivers 535 and later; ``Clocks Throttle Reasons`` before).
 """
 
 from __future__ import annotations
@@ -75,6 +80,24 @@ _PENDING_RETIREMENT_KEYS = frozenset(
 # the recovery action each "Yes" stands for (numbers as in catalog.RECOVERY_ACTIONS).
 _RESET_STATUS_ACTIONS = {"Drain and Reset Recommended": 4, "Reset Required": 1}
 _NOT_SUPPORTED = frozenset({"n/a", "not supported", "[n/a]", "unknown error"})
+# The section of clock-event reasons: "Clocks Event Reasons" from driver 535 (NVML
+# renamed throttle reasons to clock events), "Clocks Throttle Reasons" before. Newer
+# drivers add "Clocks Event Reasons Counters" (microseconds per reason): not read.
+CLOCK_EVENT_SECTIONS = frozenset({"Clocks Event Reasons", "Clocks Throttle Reasons"})
+# Reason name as nvidia-smi prints it -> the agent's name for it (NVML's bit in nvml.h:
+# nvmlClocksEventReason* / nvmlClocksThrottleReason*). Only these are kept.
+CLOCK_EVENT_KEYS: dict[str, str] = {
+    "Idle": "idle",  # 0x1
+    "Applications Clocks Setting": "applications_clocks_setting",  # 0x2
+    "SW Power Cap": "sw_power_cap",  # 0x4
+    "HW Slowdown": "hw_slowdown",  # 0x8
+    "Sync Boost": "sync_boost",  # 0x10
+    "SW Thermal Slowdown": "sw_thermal_slowdown",  # 0x20
+    "HW Thermal Slowdown": "hw_thermal_slowdown",  # 0x40
+    "HW Power Brake Slowdown": "hw_power_brake_slowdown",  # 0x80
+    "Display Clock Setting": "display_clock_setting",  # 0x100
+}
+_LINK_SUBSECTIONS = {"PCIe Generation": "gen", "Link Width": "width"}
 
 
 class GpuRecord:
@@ -88,6 +111,28 @@ class GpuRecord:
         self.remap_failure: str | None = None
         self.page_retirement_pending: str | None = None
         self.reset_status: dict[str, str] = {}  # "GPU Reset Status" key -> value
+        # For the gpu-degraded check (None: not printed, N/A or not a number).
+        self.performance_state: str | None = None  # "P0" .. "P12"
+        self.utilization_gpu: int | None = None  # percent
+        self.pcie_gen_max: int | None = None
+        self.pcie_gen_current: int | None = None
+        self.link_width_max: int | None = None  # lanes ("16x" -> 16)
+        self.link_width_current: int | None = None
+        self.clock_events: dict[str, bool] = {}  # CLOCK_EVENT_KEYS name -> Active
+
+
+def small_number(value: str, suffix: str = "") -> int | None:
+    """``"16x"`` -> 16, ``"97 %"`` -> 97 (suffix ``x`` / ``%``); None for anything else.
+
+    At most 3 digits: link generations, lane counts and percentages are small,
+    and a long run of digits is not converted.
+    """
+    text = value.strip()
+    if suffix:
+        text = text.removesuffix(suffix).rstrip()
+    if 0 < len(text) <= 3 and text.isdigit() and text.isascii():
+        return int(text)
+    return None
 
 
 class LostGpu:
@@ -120,11 +165,14 @@ def parse_query(text: str) -> SmiReport:
     report = SmiReport()
     current: GpuRecord | None = None
     section = ""
+    # A header line deeper than a section ("GPU Link Info", "PCIe Generation",
+    # "Link Width" under "PCI"), and its indent: it ends at the next line as shallow.
+    subsection, sub_indent = "", 0
     for line in text.splitlines():
         if line.startswith("GPU ") and (header := _HEADER.match(line)):
             current = GpuRecord(bus=normalize_bus(header.group(1)))
             report.gpus.append(current)
-            section = ""
+            section, subsection = "", ""
             continue
         if "device handle" in line and (lost := _LOST.search(line)):
             index = int(lost["index"]) if lost["index"] is not None else None
@@ -143,8 +191,12 @@ def parse_query(text: str) -> SmiReport:
         key, colon, value = line.partition(":")
         if not colon:
             stripped = line.strip()
-            if stripped and len(line) - len(line.lstrip()) <= 4:
-                section = stripped  # "    Remapped Rows"
+            if stripped:
+                indent = len(line) - len(line.lstrip())
+                if indent <= 4:
+                    section, subsection = stripped, ""  # "    Remapped Rows"
+                else:
+                    subsection, sub_indent = stripped, indent  # "            Link Width"
             continue
         indent = len(key) - len(key.lstrip())
         key, value = key.strip(), value.strip()
@@ -153,8 +205,19 @@ def parse_query(text: str) -> SmiReport:
         if current is None:
             continue
         if indent <= 4:
-            section = ""
-        if key == "GPU Recovery Action":
+            section, subsection = "", ""
+        elif subsection and indent <= sub_indent:
+            subsection = ""
+        if section in CLOCK_EVENT_SECTIONS:
+            if key in CLOCK_EVENT_KEYS:
+                current.clock_events[CLOCK_EVENT_KEYS[key]] = value.lower() == "active"
+        elif section == "PCI" and subsection in _LINK_SUBSECTIONS and key in ("Max", "Current"):
+            _link_value(current, _LINK_SUBSECTIONS[subsection], key, value)
+        elif key == "Performance State" and indent <= 4:
+            current.performance_state = value[:8] or None
+        elif section == "Utilization" and key == "Gpu":
+            current.utilization_gpu = small_number(value, "%")
+        elif key == "GPU Recovery Action":
             current.recovery_action = value
         elif section == "Remapped Rows" and key == "Pending":
             current.remap_pending = value
@@ -165,6 +228,19 @@ def parse_query(text: str) -> SmiReport:
         elif section == "GPU Reset Status" and key in _RESET_STATUS_ACTIONS:
             current.reset_status[key] = value
     return report
+
+
+def _link_value(gpu: GpuRecord, link: str, key: str, value: str) -> None:
+    number = small_number(value, "x" if link == "width" else "")
+    if link == "gen":
+        if key == "Max":
+            gpu.pcie_gen_max = number
+        else:
+            gpu.pcie_gen_current = number
+    elif key == "Max":
+        gpu.link_width_max = number
+    else:
+        gpu.link_width_current = number
 
 
 class SmiOutcome:

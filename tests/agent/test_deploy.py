@@ -20,6 +20,8 @@ from gpu_remediation.policy_loader import load_policy
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 MONITOR = json.loads((DEPLOY / "npd" / "gpu-health-monitor.json").read_text())
 AGENT = json.loads((DEPLOY / "npd" / "agent.json").read_text())
+# Issue 37: degradation is its own NPD plugin config and condition, apart from faults.
+DEGRADED = json.loads((DEPLOY / "npd" / "gpu-degraded-monitor.json").read_text())
 DOCS = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "agent-daemonset.yaml").read_text())}
 
 
@@ -47,7 +49,8 @@ def test_npd_runs_the_checks_every_30_seconds_within_its_timeouts() -> None:
 
 
 def test_conditions_are_the_ones_the_catalog_and_the_policy_watch() -> None:
-    conditions = {c["type"] for c in MONITOR["conditions"]}
+    # The fault conditions in one plugin config, degradation (GpuDegraded) in its own.
+    conditions = {c["type"] for c in MONITOR["conditions"] + DEGRADED["conditions"]}
     assert conditions == set(catalog.NPD_CONDITIONS)
     watched = {c.type: c.problem_statuses for c in load_policy().triggers.conditions}
     for condition in conditions:
@@ -80,7 +83,18 @@ def test_agent_config_is_valid_and_its_deadline_fits_npds_timeout() -> None:
 def test_daemonset_carries_the_same_configs_as_deploy_npd() -> None:
     data = DOCS["ConfigMap"]["data"]
     assert json.loads(data["gpu-health-monitor.json"]) == MONITOR
+    assert json.loads(data["gpu-degraded-monitor.json"]) == DEGRADED
     assert json.loads(data["agent.json"]) == AGENT
+
+
+def test_npd_loads_both_plugin_configs() -> None:
+    [npd] = DOCS["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    [flag] = [a for a in npd["command"] if a.startswith("--config.custom-plugin-monitor=")]
+    loaded = flag.split("=", 1)[1].split(",")
+    assert loaded == [
+        "/etc/remediate-agent/gpu-health-monitor.json",
+        "/etc/remediate-agent/gpu-degraded-monitor.json",
+    ]
 
 
 def test_daemonset_mounts_host_paths_read_only_except_the_state() -> None:
@@ -108,3 +122,49 @@ def test_daemonset_gives_npd_only_its_own_role() -> None:
     [subject] = binding["subjects"]
     pod = DOCS["DaemonSet"]["spec"]["template"]["spec"]
     assert subject["name"] == pod["serviceAccountName"]
+
+
+# ------------------------------------------------- issue 37: GPUs that work, slowly
+
+
+def test_gpu_degradation_is_its_own_condition_apart_from_the_fault_conditions() -> None:
+    [condition] = DEGRADED["conditions"]
+    assert (condition["type"], condition["reason"]) == ("GpuDegraded", "GpuNotDegraded")
+    assert condition["type"] not in {c["type"] for c in MONITOR["conditions"]}
+    [each] = DEGRADED["rules"]
+    assert (each["type"], each["condition"], each["reason"]) == (
+        "permanent",
+        "GpuDegraded",
+        "GpuDegradationDetected",
+    )
+    assert DEGRADED["plugin"] == "custom"
+    assert DEGRADED["source"] != MONITOR["source"]
+
+
+def test_the_degradation_rule_is_a_valid_agent_command_with_npds_output_limit() -> None:
+    [each] = DEGRADED["rules"]
+    args = _parser().parse_args(each["args"])
+    assert (args.command, args.check) == ("check", "gpu-degraded")
+    assert args.max_output_length == DEGRADED["pluginConfig"]["max_output_length"]
+    assert args.config == _parser().parse_args(rule("gpu")["args"]).config
+    assert each["path"] == rule("gpu")["path"]
+
+
+def test_the_degradation_check_runs_every_30_seconds_within_its_timeouts() -> None:
+    config = DEGRADED["pluginConfig"]
+    assert config["invoke_interval"] == MONITOR["pluginConfig"]["invoke_interval"] == "30s"
+    [each] = DEGRADED["rules"]
+    assert (
+        seconds(each["timeout"]) <= seconds(config["timeout"]) < seconds(config["invoke_interval"])
+    )
+    assert config["enable_message_change_based_condition_update"] is True
+    agent = load_config(str(DEPLOY / "npd" / "agent.json"), env={})
+    assert agent.nvidia_smi_timeout + KILL_GRACE < agent.deadline < seconds(each["timeout"])
+
+
+def test_the_degradation_streaks_fit_in_their_window_at_npds_interval() -> None:
+    # N consecutive readings 30 s apart span (N - 1) x 30 s: within the window, or never reported.
+    agent = load_config(str(DEPLOY / "npd" / "agent.json"), env={})
+    interval = seconds(DEGRADED["pluginConfig"]["invoke_interval"])
+    longest = max(agent.degraded_pcie_cycles, agent.degraded_clock_event_cycles)
+    assert (longest - 1) * interval < agent.degraded_window

@@ -9,6 +9,8 @@ inside its cycle, which NPD's timeout bounds:
 * the problems of a scan and the condition message written from them
   (``cycle.xid_problems``, ``cycle.sxid_problems``, ``findings.render``);
 * ``nvidia-smi -q`` (``checks.nvidia_smi.parse_query`` and ``evaluate``, stdout and stderr);
+* the ``gpu-degraded`` check (``checks.gpu_degraded.evaluate``: the same output read
+  for PCIe link and clock-event reasons, with a state of streaks to carry);
 * ``dcgmi health -c -j`` (``checks.dcgm.healthy_fast`` and ``evaluate``: raw
   output, which includes the "watches not enabled" test, and a health document);
 * the EFA check (``checks.efa.check_efa``: sysfs port states and ``fi_info`` output).
@@ -26,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import cycle, kernel_log
-from agent.checks import dcgm, efa, nvidia_smi
+from agent.checks import dcgm, efa, gpu_degraded, nvidia_smi
 from agent.config import AgentConfig
 from agent.findings import render
 from agent.runner import MAX_PARSED_OUTPUT, ToolResult
@@ -127,6 +129,9 @@ def _parsers(node: Node) -> dict[str, Callable[[str], object]]:
         "cycle problems and findings.render": lambda _: _problems_and_message(node),
         "nvidia_smi.parse_query": nvidia_smi.parse_query,
         "nvidia_smi.evaluate": lambda t: nvidia_smi.evaluate(_ran("nvidia-smi", t, t), config, {}),
+        "gpu_degraded.evaluate": lambda t: gpu_degraded.evaluate(
+            _ran("nvidia-smi", t, t), config, {}, time.time()
+        ),
         "dcgm.healthy_fast": lambda t: dcgm.healthy_fast(t.encode()),
         "dcgm.evaluate (raw output)": lambda t: dcgm.evaluate(
             _ran("dcgmi", t, t), config, deadline
