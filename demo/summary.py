@@ -86,6 +86,8 @@ class JobsSummary(BaseModel):
     gpu_hours_allocated: float
     gpu_hours_lost_to_faults: float
     gpu_hours_lost_to_remediation: float
+    gpu_hours_lost_to_slowness: float = 0.0
+    """Training time a slow node (issue 37) turned into no work, all ranks of its gang."""
     restarts_from_checkpoint: int
     """Attempts ended by a drain (DisruptionTarget) and placed again: no budget spent."""
     checkpoint_requests: int
@@ -257,6 +259,7 @@ def jobs_summary(
         gpu_hours_allocated=_hours(jobs["gpu_seconds_allocated"]),
         gpu_hours_lost_to_faults=_hours(jobs["gpu_seconds_lost_to_faults"]),
         gpu_hours_lost_to_remediation=_hours(jobs["gpu_seconds_lost_to_remediation"]),
+        gpu_hours_lost_to_slowness=_hours(jobs.get("gpu_seconds_lost_to_slowness", 0.0)),
         restarts_from_checkpoint=int(jobs["disruptions"]),
         checkpoint_requests=sum(asked for asked, _, _ in stages),
         checkpoints_answered=sum(answered for _, answered, _ in stages),
@@ -457,7 +460,8 @@ def job_lines(jobs: JobsSummary) -> list[tuple[str, str]]:
             f"{'-' if jobs.ettr is None else f'{jobs.ettr:.1%}'} of "
             f"{jobs.gpu_hours_allocated:g} GPU-hours; lost "
             f"{jobs.gpu_hours_lost_to_faults:g} to faults, "
-            f"{jobs.gpu_hours_lost_to_remediation:g} to remediation",
+            f"{jobs.gpu_hours_lost_to_remediation:g} to remediation, "
+            f"{jobs.gpu_hours_lost_to_slowness:g} to slow nodes",
         ),
         (
             "Checkpoint handshakes",

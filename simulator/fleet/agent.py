@@ -8,7 +8,11 @@ node-condition watcher watches, as the project's NPD health plugin does:
   fails, each with the message the real agent writes
   (``gpu_remediation.npd_message.format_message``: ``Xid 79 on GPU 3 (0000:86:00):
   ...``, ``EFA link (rdmap113s0): ...``, most severe first, within NPD's 1024 bytes);
-- both False with NPD's default reasons when healthy (as ``deploy/npd`` configures them).
+- ``GpuDegraded`` True (``GpuDegradationDetected``) while a GPU works but slows
+  its job (issue 37), with the message the agent's ``gpu-degraded`` check writes
+  (``agent.findings.degraded_text``: ``Degraded on GPU 2 (0000:53:00.0)
+  [pcie_width]: x8, expected x16 (10+ cycles)``);
+- each False with NPD's default reasons when healthy (as ``deploy/npd`` configures them).
 
 NPD runs its plugin every ``npd_interval``: a fault shows at the node's next
 tick (each node has its own phase), not at once. Rather than ticking every
@@ -52,6 +56,15 @@ EFA_HEALTHY: Condition = (
     "EfaIsHealthy",
     "EFA devices, provider and links are as expected",
 )
+DEGRADED_HEALTHY: Condition = (
+    "False",
+    "GpuNotDegraded",
+    "PCIe links at their maximum and no sustained hardware or thermal clock slowdown",
+)
+DEGRADED_REASON = "GpuDegradationDetected"
+DEGRADED_CYCLES = 2
+"""The agent's default consecutive readings before a narrow PCIe link is reported
+(``degraded_pcie_cycles``)."""
 MAX_OUTPUT_LENGTH = 1024
 """NPD's ``max_output_length``: the agent fits its message into it."""
 READY: Condition = ("True", "KubeletReady", "kubelet is posting ready status")
@@ -101,6 +114,19 @@ def gpu_condition(node: NodeState) -> Condition:
     return ("True", NPD_GPU_REASON, format_message(found, max_bytes=MAX_OUTPUT_LENGTH))
 
 
+def degraded_condition(node: NodeState) -> Condition:
+    """What the GPU degradation plugin reports for ``node``'s true state."""
+    lines = [
+        f"Degraded on GPU {f.gpu} ({kernel_bus(f.gpu)}) [pcie_width]: x8, expected x16 "
+        f"({DEGRADED_CYCLES}+ cycles)"
+        for f in node.faults
+        if f.info.degrades and f.gpu is not None
+    ]
+    if not lines:
+        return DEGRADED_HEALTHY
+    return ("True", DEGRADED_REASON, "; ".join(lines)[:MAX_OUTPUT_LENGTH])
+
+
 def efa_condition(node: NodeState) -> Condition:
     """What the EFA health plugin reports for ``node``'s true state."""
     found = _findings(node, "efa")
@@ -142,6 +168,7 @@ class NodeAgent:
             if node is None or not node.kubelet_up:
                 return
             gpu, efa = gpu_condition(node), efa_condition(node)
+            degraded = degraded_condition(node)
             allocatable = node.healthy_gpus()
             if allocatable == node.written_allocatable:
                 allocatable = -1
@@ -154,6 +181,9 @@ class NodeAgent:
             if efa != node.written_efa:
                 writes.append((catalog.NPD_EFA_CONDITION, efa))
                 node.written_efa = efa
+            if degraded != node.written_degraded:
+                writes.append((catalog.NPD_GPU_DEGRADED_CONDITION, degraded))
+                node.written_degraded = degraded
         for type_, (status, reason, message) in writes:
             self._write(name, type_, status, reason, message)
         if allocatable >= 0:

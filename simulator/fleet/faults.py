@@ -64,6 +64,7 @@ class FaultKind(StrEnum):
     HOST_HANG = "host_hang"
     HOST_FAILURE = "host_failure"
     NETWORK_OUTAGE = "network_outage"
+    GPU_DEGRADED = "gpu_degraded"
 
 
 Scope = Literal["gpu", "node"]
@@ -91,6 +92,9 @@ class FaultInfo:
         survives_reboot: The host does not come back from a reboot.
         interrupts_jobs: A training job on the node fails.
         clears_after: Name of the :class:`Durations` field after which it clears by itself.
+        slowdown: Slow, not dead: the GPU works, and a gang with a rank on this node
+            runs this many times slower (every rank waits for the slowest); 1.0 for
+            a fault that does not slow a job it leaves running.
     """
 
     kind: FaultKind
@@ -108,6 +112,12 @@ class FaultInfo:
     survives_reboot: bool = False
     interrupts_jobs: bool = True
     clears_after: str | None = None
+    slowdown: float = 1.0
+
+    @property
+    def degrades(self) -> bool:
+        """Whether the GPU works on, slower (the device plugin keeps offering it)."""
+        return self.slowdown > 1.0
 
     def cleared_by(self, step: Fix) -> bool:
         """Whether a reset, reboot or replacement clears this fault."""
@@ -218,6 +228,20 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             xid=13,
             action="graphics engine exception (application)",
             clears_after="application_clear",
+        ),
+        # Slow, not dead (issue 37): a GPU whose PCIe link trained below its width
+        # (the node agent's gpu-degraded check, condition GpuDegraded). The node
+        # stays Ready and the job runs on, slower. The slowdown is Falcon's measured
+        # 1.34x for a gang with a slow node (arXiv 2410.12588); that a GPU reset
+        # retrains the link is an assumption. The simulated DCGM diagnostic does not
+        # model the bandwidth test: it passes on this GPU.
+        FaultInfo(
+            K.GPU_DEGRADED,
+            "gpu",
+            Fix.RESET,
+            action="PCIe link width x8, expected x16",
+            interrupts_jobs=False,
+            slowdown=1.34,
         ),
         # A spurious report: the hardware is healthy, diagnostics pass.
         FaultInfo(

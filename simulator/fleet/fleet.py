@@ -430,6 +430,9 @@ class Fleet:
                 return
             self.accounting.track(node, self.clock.now())
         self.agent.schedule(name)
+        if self.workloads is not None:
+            workloads = self.workloads
+            self.scheduler.call_soon(lambda: workloads.pace(name))
 
     def _capacity_opened(self) -> None:
         # A node came up or opened for scheduling: waiting jobs may fit now.

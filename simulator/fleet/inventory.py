@@ -16,7 +16,7 @@ from typing import Any
 
 from gpu_remediation import catalog
 from gpu_remediation.ids import STARTUP_TAINT_KEY
-from simulator.fleet.agent import EFA_HEALTHY, GPU_HEALTHY, READY
+from simulator.fleet.agent import DEGRADED_HEALTHY, EFA_HEALTHY, GPU_HEALTHY, READY
 from simulator.fleet.config import PoolSpec
 from simulator.fleet.injector import Slots
 from simulator.fleet.model import NodeState, Phase
@@ -157,6 +157,7 @@ class Inventory:
                 created_at=fleet.clock.now(),
                 written_gpu=GPU_HEALTHY,
                 written_efa=EFA_HEALTHY,
+                written_degraded=DEGRADED_HEALTHY,
                 written_ready=READY,
                 written_allocatable=pool.gpus_per_node,
             )
@@ -178,6 +179,7 @@ class Inventory:
             for type_, (status, reason, message) in (
                 (catalog.NPD_GPU_CONDITION, GPU_HEALTHY),
                 (catalog.NPD_EFA_CONDITION, EFA_HEALTHY),
+                (catalog.NPD_GPU_DEGRADED_CONDITION, DEGRADED_HEALTHY),
             )
         ]
         fleet.store.put_node(

@@ -77,6 +77,7 @@ class NodeState:
     # Last condition values the agent wrote, to skip writing what did not change.
     written_gpu: tuple[str, str, str] | None = None
     written_efa: tuple[str, str, str] | None = None
+    written_degraded: tuple[str, str, str] | None = None
     written_ready: tuple[str, str, str] | None = None
     written_allocatable: int = 8
     """``nvidia.com/gpu`` allocatable as last written (the device plugin's healthy GPUs)."""
@@ -118,10 +119,18 @@ class NodeState:
         """GPUs the NVIDIA device plugin still offers.
 
         Its health check drops GPUs with a hardware Xid (not the application's,
-        not a spurious report of the agent).
+        not a spurious report of the agent, not a GPU that only runs slower).
         """
-        broken = {f.gpu for f in self.faults if f.gpu is not None and f.info.fix is not Fix.NONE}
+        broken = {
+            f.gpu
+            for f in self.faults
+            if f.gpu is not None and f.info.fix is not Fix.NONE and not f.info.degrades
+        }
         return self.gpus - len(broken)
+
+    def slowdown(self) -> float:
+        """How many times slower a job with a rank here runs (1.0: full speed)."""
+        return max((f.info.slowdown for f in self.faults), default=1.0)
 
     def gpu_faults(self, gpu: int) -> list[ActiveFault]:
         """Faults on GPU ``gpu``."""

@@ -60,6 +60,9 @@ class Usage:
     checkpointing: float = 0.0
     requested: float = 0.0
     lost: float = 0.0
+    slowed: float = 0.0
+    """Training time that a slow node (issue 37) turned into no work: at 1.34x
+    slower, a quarter of every second."""
 
     def add(self, other: Usage) -> None:
         """Add ``other`` into this one."""
@@ -68,6 +71,7 @@ class Usage:
         self.checkpointing += other.checkpointing
         self.requested += other.requested
         self.lost += other.lost
+        self.slowed += other.slowed
 
 
 @dataclass(slots=True)
@@ -99,6 +103,10 @@ class Attempt:
     answered: bool = False
     """Whether a checkpoint of this attempt answered a request (a periodic save answers a
     ``when_idle`` one): the drain that follows comes after a checkpoint saved for it."""
+    rate: float = 1.0
+    """Work per second while training: below 1 while a rank's node is slow (issue 37)."""
+    slowed_s: float = 0.0
+    """Training seconds lost to slowness up to ``since``."""
 
     def __post_init__(self) -> None:
         self.work = self.saved = self.resumed_from
@@ -113,7 +121,13 @@ class Attempt:
         """Work done by ``now`` (frozen while saving)."""
         if self.saving:
             return self.work
-        return min(self.total, self.work + max(0.0, now - self.since))
+        return min(self.total, self.work + self.rate * max(0.0, now - self.since))
+
+    def slowed_at(self, now: float) -> float:
+        """Training seconds lost to slowness by ``now``."""
+        if self.saving:
+            return self.slowed_s
+        return self.slowed_s + (1.0 - self.rate) * max(0.0, now - self.since)
 
     def next_event(self) -> tuple[float, str]:
         """When the next thing happens by itself: ``saved``, ``checkpoint`` or ``done``."""
@@ -122,15 +136,30 @@ class Attempt:
         to_done = self.total - self.work
         to_checkpoint = self.saved + self.interval - self.work
         if to_checkpoint < to_done:
-            return self.since + max(0.0, to_checkpoint), "checkpoint"
-        return self.since + max(0.0, to_done), "done"
+            return self.since + max(0.0, to_checkpoint) / self.rate, "checkpoint"
+        return self.since + max(0.0, to_done) / self.rate, "done"
+
+    def set_rate(self, now: float, rate: float) -> bool:
+        """Train at ``rate`` from ``now`` on; whether it changed (the next event moves)."""
+        if rate == self.rate:
+            return False
+        self._settle(now)
+        self.rate = rate
+        return True
+
+    def _settle(self, now: float) -> None:
+        """Account the training since ``since`` at the current rate, up to ``now``."""
+        if self.saving:
+            return
+        self.work = self.work_at(now)
+        self.slowed_s = self.slowed_at(now)
+        self.since = now
 
     def begin_save(self, now: float, why: Why) -> None:
         """Stop training and start saving a checkpoint of the work done by ``now``."""
         if self.saving:
             return
-        self.work = self.work_at(now)
-        self.since = now
+        self._settle(now)
         self.saving_since = now
         self.saving_for = why
 
@@ -171,13 +200,15 @@ class Attempt:
             productive = self.total - self.resumed_from
         else:
             productive = self.saved - self.resumed_from
-        lost = max(0.0, elapsed - productive - periodic - requested)
+        slowed = self.slowed_at(now)
+        lost = max(0.0, elapsed - productive - periodic - requested - slowed)
         return Usage(
             allocated=elapsed * gpus,
             productive=productive * gpus,
             checkpointing=periodic * gpus,
             requested=requested * gpus,
             lost=lost * gpus,
+            slowed=slowed * gpus,
         )
 
     @property

@@ -208,6 +208,7 @@ class Workloads:
         )
         for name in nodes:
             fleet.nodes[name].job = job.name
+        job.attempt.rate = self._rate(job)  # placed on a slow node: slow from the start
 
     def _start(self, job: TrainingJob) -> None:
         fleet = self._fleet
@@ -447,6 +448,23 @@ class Workloads:
             why,
         )
 
+    def pace(self, node_name: str) -> None:
+        """The node's hardware changed: its job trains at the pace of its slowest rank."""
+        fleet = self._fleet
+        with fleet.lock:
+            node = fleet.nodes.get(node_name)
+            job = self.jobs.get(node.job) if node is not None and node.job else None
+            if job is None or not job.running or job.attempt is None:
+                return
+            changed = job.attempt.set_rate(fleet.clock.now(), self._rate(job))
+        if changed:
+            self._schedule(job.name)
+
+    def _rate(self, job: TrainingJob) -> float:
+        # Caller holds the lock. Every rank of a gang waits for the slowest one.
+        nodes = [self._fleet.nodes[n] for n in job.nodes if n in self._fleet.nodes]
+        return 1.0 / max((n.slowdown() for n in nodes), default=1.0)
+
     def node_broken(self, node_name: str) -> None:
         """A node's hardware broke or it reboots: the job there ends unless it survives."""
         fleet = self._fleet
@@ -540,6 +558,7 @@ class Workloads:
             "gpu_seconds_requested_checkpoints": usage.requested,
             "gpu_seconds_lost_to_faults": stats.lost_to_faults,
             "gpu_seconds_lost_to_remediation": stats.lost_to_remediation,
+            "gpu_seconds_lost_to_slowness": usage.slowed,
             "ettr": usage.productive / usage.allocated if usage.allocated else None,
         } | {
             f"{CAUSED_BY_FAULT}{why}": count

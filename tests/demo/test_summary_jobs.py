@@ -40,6 +40,7 @@ def test_job_outcomes_gpu_hours_and_project_caused_failures_come_from_the_fleet(
         gpu_seconds_allocated=36_000,
         gpu_seconds_lost_to_faults=7_200,
         gpu_seconds_lost_to_remediation=1_800,
+        gpu_seconds_lost_to_slowness=900,
         disruptions=3,
         failures_caused_by_remediation=2,
         handshake_failures_caused_by_remediation=0,
@@ -52,6 +53,7 @@ def test_job_outcomes_gpu_hours_and_project_caused_failures_come_from_the_fleet(
     assert summary.ettr == 0.912346
     assert (summary.gpu_hours_allocated, summary.gpu_hours_lost_to_faults) == (10.0, 2.0)
     assert summary.gpu_hours_lost_to_remediation == 0.5
+    assert summary.gpu_hours_lost_to_slowness == 0.25
     assert summary.restarts_from_checkpoint == 3
     assert summary.remediation_caused_failures == 2
     assert summary.remediation_caused_failures_handshake == 0

@@ -85,6 +85,13 @@ def test_a_replacement_is_admitted_after_burn_in_and_a_dead_on_arrival_node_is_c
     assert admission["ready_to_schedulable_p50_s"] > 0
 
 
+def test_a_slow_gpu_is_caught_and_repaired_while_its_gang_runs_slower(
+    default_demo: dict[str, Any],
+) -> None:
+    assert default_demo["by_fault_class"]["gpu_degraded"] == {"repaired": 1}
+    assert default_demo["jobs"]["gpu_hours_lost_to_slowness"] > 0
+
+
 def test_every_rung_of_the_ladder_is_shown_within_the_replacement_cap(
     default_demo: dict[str, Any],
 ) -> None:

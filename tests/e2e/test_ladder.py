@@ -71,3 +71,20 @@ async def test_a_reset_unsupported_profile_climbs_to_reboot(make_stack: MakeStac
     assert counters["resets.exit_3"] == 1  # nvidia-smi -r: "not supported"
     assert counters["reboots"] == 1
     assert fleet.node("p5-0003").faults == []
+
+
+async def test_a_slow_gpu_is_caught_by_its_condition_and_repaired_by_a_reset(
+    make_stack: MakeStack,
+) -> None:
+    # Issue 37: the node stays Ready; only the agent's GpuDegraded condition says so.
+    stack = await make_stack([PoolSpec(name="h100", nodes=5)])
+    fleet = stack.fleet
+    fleet.inject("gpu_degraded", "h100-0003", gpu=2)
+
+    (incident,) = await settled_incidents(stack, 1)
+
+    assert incident.fault_class == "gpu_degraded"
+    assert incident.result == "repaired"
+    assert attempts(incident)[-1] == "gpu_reset"
+    assert fleet.node("h100-0003").faults == []
+    assert fleet.snapshot().counters.get("reboots", 0) == 0

@@ -83,3 +83,30 @@ def test_losses_are_charged_to_what_ended_the_attempt() -> None:
     assert Ending.EVICTED.by_remediation
     assert not Ending.EVICTED.spends_budget
     assert Ending.DELETED.spends_budget
+
+
+def test_a_slow_rank_stretches_training_and_its_time_is_charged_to_slowness() -> None:
+    # Issue 37: from 10 s in, a rank's node runs 2x slower (rate 0.5) until 30 s.
+    a = attempt()
+    assert a.set_rate(1010.0, 0.5)
+    assert a.next_event() == (1050.0, "checkpoint")  # 20 s of work left at half speed
+    assert not a.set_rate(1020.0, 0.5)  # the same pace: nothing moves
+    assert a.set_rate(1030.0, 1.0)  # 20 s at half speed: 10 s of work, 10 s lost
+    assert a.work_at(1030.0) == pytest.approx(20.0)
+    assert a.next_event() == (1040.0, "checkpoint")
+    usage = a.usage(1040.0, gpus=2, ending=None)
+    assert usage.slowed == pytest.approx(10.0 * 2)
+    assert usage.productive == pytest.approx(30.0 * 2)
+    assert usage.lost == 0.0
+    assert usage.allocated == pytest.approx(usage.productive + usage.slowed)
+
+
+def test_slowness_during_a_save_costs_nothing_more() -> None:
+    a = attempt()
+    a.set_rate(1000.0, 0.5)
+    a.begin_save(1020.0, Why.REQUESTED)  # 10 s of work, 10 s lost to slowness
+    a.set_rate(1022.0, 1.0)  # while saving: the save itself is not slower
+    a.finish_save(1025.0)
+    usage = a.usage(1025.0, gpus=1, ending=None)
+    assert (usage.productive, usage.requested) == (pytest.approx(10.0), pytest.approx(5.0))
+    assert usage.slowed == pytest.approx(10.0)

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from gpu_remediation.contracts import DrainGpuPodsInput, QuarantineNodeInput
 from simulator.fleet import Fleet, WorkloadConfig
 from simulator.fleet.workloads import (
@@ -18,7 +20,7 @@ from simulator.fleet.workloads import (
 )
 from simulator.kube_api import PODS
 from tests.conftest import assert_eventually
-from tests.simulator.fleet.conftest import Real
+from tests.simulator.fleet.conftest import Real, conditions
 
 
 def job_pods(fleet: Fleet) -> dict[str, dict[str, Any]]:
@@ -160,3 +162,36 @@ async def test_a_run_that_does_its_work_succeeds_and_ettr_counts_the_checkpoints
     assert 0.8 < jobs["ettr"] < 1.0  # 2 saves of 1 min per 10 min of work
     assert jobs["gpu_seconds_lost_to_faults"] == 0
     assert jobs["gpu_seconds_checkpointing"] > 0
+
+
+async def test_a_slow_gpu_slows_its_whole_gang_reports_gpu_degraded_and_breaks_nothing(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    # Issue 37: the node stays Ready and keeps all its GPUs; its job runs on, 1.34x slower.
+    fleet = make_fleet(workloads=workloads(), time_factor=600)
+    await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
+    )
+    fleet.inject("gpu_degraded", "h100-0001", gpu=2)
+    slow = job(fleet, "h100-job-000")
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: conditions(fleet, "h100-0001").get("GpuDegraded", {})),
+        lambda cond: cond.get("status") == "True",
+    )
+    cond = conditions(fleet, "h100-0001")["GpuDegraded"]
+    assert cond["reason"] == "GpuDegradationDetected"
+    assert cond["message"].startswith("Degraded on GPU 2 (0000:")
+    assert conditions(fleet, "h100-0001")["GpuHealthProblem"]["status"] == "False"
+    assert slow.attempt is not None
+    assert slow.attempt.rate == pytest.approx(1 / 1.34)
+    assert job(fleet, "p5-job-000").attempt.rate == 1.0  # type: ignore[union-attr]
+    jobs = await stats_where(fleet, lambda j: j["gpu_seconds_lost_to_slowness"] > 0)
+    assert (jobs["interrupted_by_fault"], jobs["restarts_spending_budget"]) == (0, 0)
+    assert fleet.nodes["h100-0001"].healthy_gpus() == 8  # the device plugin keeps it
+    # Cleared (a reset retrains the link): full speed and the condition back to False.
+    fleet.clear_faults("h100-0001", fleet.active_faults("h100-0001"), reason="test")
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: conditions(fleet, "h100-0001")["GpuDegraded"]),
+        lambda cond: cond["status"] == "False",
+    )
+    assert slow.attempt.rate == 1.0
