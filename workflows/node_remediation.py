@@ -797,7 +797,7 @@ class NodeRemediationWorkflow:
                         or s.paused
                         or self._history_full()
                     ),
-                    timeout=min(breaker.recheck_interval, held_until - workflow.now()),
+                    timeout=min(breaker.recheck_interval, _left(held_until)),
                     timeout_summary="the breaker to close",
                 )
             except TimeoutError:
