@@ -80,6 +80,13 @@ class FaultClassPolicy(PolicyModel):
         default=Urgency.CHECKPOINT_FIRST,
         description="How long the job on the node may go on before the first disruptive rung.",
     )
+    diag_level: int | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        description="The DCGM diagnostic level that verifies a step for this class (a slow "
+        "GPU needs level 3's bandwidth and stress tests); None: verification.diag_level.",
+    )
 
     @model_validator(mode="after")
     def _start_below_max(self) -> FaultClassPolicy:
@@ -111,6 +118,7 @@ ADDED_FAULT_CLASSES: dict[FaultClass, FaultClassPolicy] = {
         max_rung=Rung.ESCALATE,
         grace=timedelta(minutes=5),
         urgency=Urgency.WHEN_IDLE,
+        diag_level=3,
     ),
 }
 """Classes added after policies were first recorded, with the default a policy without them gets."""

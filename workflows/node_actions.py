@@ -242,17 +242,18 @@ class NodeActions:
             window=timeout,
         )
 
-    async def diagnose(self, provider_id: str, label: str) -> c.DiagnosticResult:
-        """Run the verification diagnostic at the policy's level."""
+    async def diagnose(
+        self, provider_id: str, label: str, level: int | None = None
+    ) -> c.DiagnosticResult:
+        """Run the verification diagnostic at ``level`` (None: the policy's level)."""
         verification = self._policy.verification
+        level = level or verification.diag_level
         return await self._rung_call(
             Rung.DIAGNOSE,
             Activities.RUN_DIAGNOSTIC,
-            c.RunDiagnosticInput(
-                **self._ids(), provider_id=provider_id, level=verification.diag_level
-            ),
+            c.RunDiagnosticInput(**self._ids(), provider_id=provider_id, level=level),
             c.DiagnosticResult,
-            f"DCGM diag level {verification.diag_level} ({label})",
+            f"DCGM diag level {level} ({label})",
             window=verification.timeout,
         )
 

@@ -1518,7 +1518,10 @@ class NodeRemediationWorkflow:
             elif check == ComponentCheck.NODE_READY:
                 passed, summary, failures = await self._check_node_ready()
             else:
-                result = await self._actions.diagnose(self._provider_id, label)
+                # The class may ask for a deeper level (a slow GPU: level 3's bandwidth tests).
+                fault = self._fault
+                level = self._policy.fault_class(fault).diag_level if fault else None
+                result = await self._actions.diagnose(self._provider_id, label, level)
                 passed, summary, failures = result.passed, result.summary, result.failures
         except STEP_FAILED as err:
             s.record.decide("verify", f"{check} could not run", failure_cause(err), s.rung)
