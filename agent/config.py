@@ -53,6 +53,32 @@ DEFAULT_EFA_COUNTER_THRESHOLDS: dict[str, int] = {
     "retrans_pkts": 10000,
 }
 
+# efa-degraded (condition EfaDegraded): the EFA port counters that mean trouble
+# (EFA_DEFINE_PORT_STATS, amzn/amzn-drivers kernel/linux/efa/src/efa_verbs.c), never
+# the traffic counters (bytes, packets, work requests) nor ``lifespan`` (the cache
+# time of the counters, rdma core). The driver has rx_drops and no tx_drops.
+EFA_DEGRADATION_COUNTERS: tuple[str, ...] = (
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+    "rx_drops",
+    "rdma_read_wr_err",
+    "rdma_write_wr_err",
+)
+# Counter -> rate (per minute, over the window) from which it is a degradation.
+# ASSUMPTION, no public source gives a rate: the event counters (a retransmit that
+# timed out, a remote that stopped answering or whose connection is impaired) at
+# one a minute sustained over the span (five or more events), rx_drops at 100 a
+# minute (the efa-counters burst threshold, 1000 in one 30 s cycle, is twenty times
+# that). The work-request error counters are off (0): they count an application's
+# failed requests, which efa-counters already reports as bursts.
+DEFAULT_EFA_DEGRADED_COUNTER_THRESHOLDS: dict[str, int] = {
+    "retrans_timeout_events": 1,
+    "unresponsive_remote_events": 1,
+    "impaired_remote_conn_events": 1,
+    "rx_drops": 100,
+}
+
 # gpu-degraded: what it can report (the ``what`` of a finding). The clock-event
 # reasons are NVML's (nvml.h nvmlClocksEventReason*), as nvidia-smi names them
 # (agent/checks/nvidia_smi.py CLOCK_EVENT_KEYS); Idle is no slowdown and is not one.
@@ -165,6 +191,23 @@ class AgentConfig:
     # and min_pci_generation per SKU).
     degraded_pcie_expected_width: int | None = None
     degraded_pcie_expected_gen: int | None = None
+
+    # efa-degraded (condition EfaDegraded): EFA ports that work, slowly.
+    # The port rate (Gb/sec) each EFA port should report; None: the rate is not judged.
+    # The EFA driver reports the device's max_link_speed_gbps attribute (drivers
+    # before r2.13.0: 100 whatever the device), so an expectation is per instance
+    # type and driver (AWS's specs suggest 3200 Gbps over 32 EFAs on p5, over 16 on
+    # p5en: not checked against a device here), and none is assumed.
+    efa_degraded_expected_rate_gbps: int | None = None
+    # Consecutive cycles a port must read below the expected rate to be reported.
+    efa_degraded_rate_cycles: int = 2
+    # Rate streaks must fall within this many seconds; counter rates are measured
+    # over the readings of this many seconds.
+    efa_degraded_window: float = 600.0
+    # A counter's rate is judged once its readings span at least this many seconds
+    # (five minutes: ten NPD cycles, one blip is not a rate).
+    efa_degraded_counter_min_span: float = 300.0
+    efa_degraded_counter_thresholds: dict[str, int] = DEFAULT_EFA_DEGRADED_COUNTER_THRESHOLDS
 
     def __init__(self, **values: Any) -> None:
         """Set the given settings; the rest keep their defaults.
@@ -321,7 +364,14 @@ _FIELD_TYPES: dict[str, str] = {
     name: str(kind) for name, kind in AgentConfig.__annotations__.items()
 }
 # Tables merge over the defaults, so a config file adds instance types without repeating ours.
-_MERGED = frozenset({"gpus_by_instance_type", "efa_by_instance_type", "efa_counter_thresholds"})
+_MERGED = frozenset(
+    {
+        "gpus_by_instance_type",
+        "efa_by_instance_type",
+        "efa_counter_thresholds",
+        "efa_degraded_counter_thresholds",
+    }
+)
 
 
 def _check_ranges(config: AgentConfig) -> None:
@@ -352,6 +402,32 @@ def _check_ranges(config: AgentConfig) -> None:
     if config.kernel_log_kind in ("kmsg", "file") and not config.kernel_log_target:
         raise ConfigError("kernel_log: a kmsg or file source needs a path")
     _check_degraded(config)
+    _check_efa_degraded(config)
+
+
+def _check_efa_degraded(config: AgentConfig) -> None:
+    unknown = [
+        name
+        for name in config.efa_degraded_counter_thresholds
+        if name not in EFA_DEGRADATION_COUNTERS
+    ]
+    if unknown:
+        raise ConfigError(
+            f"efa_degraded_counter_thresholds: not an EFA error counter: {', '.join(unknown)}"
+            f" (known: {', '.join(EFA_DEGRADATION_COUNTERS)})"
+        )
+    rate = config.efa_degraded_expected_rate_gbps
+    if rate is not None and not 1 <= rate <= 100_000:
+        raise ConfigError("efa_degraded_expected_rate_gbps: must be between 1 and 100000")
+    if not 1 <= config.efa_degraded_rate_cycles <= 100:
+        raise ConfigError("efa_degraded_rate_cycles: must be between 1 and 100")
+    if not config.efa_degraded_window > 0:
+        raise ConfigError("efa_degraded_window: must be greater than 0")
+    if not 0 < config.efa_degraded_counter_min_span < config.efa_degraded_window:
+        raise ConfigError(
+            "efa_degraded_counter_min_span: must be greater than 0 and less than"
+            " efa_degraded_window"
+        )
 
 
 def _check_degraded(config: AgentConfig) -> None:

@@ -13,6 +13,9 @@ by a hardware or thermal slowdown), from ``nvidia-smi -q``; its own condition
 
 ``efa``: device count, provider and links. ``efa-counters``: error-counter
 bursts since the last run (meant for an NPD event rule, not a condition).
+``efa-degraded``: EFA ports that work, slowly (a port rate below the configured
+one, error counters rising over a window); its own condition (``EfaDegraded``,
+agent/checks/efa_degraded.py).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from agent.kernel_log import (
 from agent.runner import Background, ToolResult, run
 from agent.state import StateStore, read_boot_id
 
-CHECKS = ("gpu", "gpu-degraded", "efa", "efa-counters")
+CHECKS = ("gpu", "gpu-degraded", "efa", "efa-counters", "efa-degraded")
 KERNEL_SOURCE = "kernel-log"
 
 
@@ -389,9 +392,38 @@ def efa_counters_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str
     )
 
 
+def efa_degraded_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
+    """Read EFA port rates and error counters; readings of earlier cycles of this boot count."""
+    from agent.checks import efa_degraded
+
+    store = StateStore(config.state_path("efa-degraded"))
+    with store.locked(config.lock_timeout):
+        state = store.load()
+        log: list[str] = [store.corrupt_note] if store.corrupt_note else []
+        try:
+            boot_id: str | None = read_boot_id(config.boot_id_path)
+        except OSError as err:
+            boot_id = None
+            log.append(f"boot id unreadable ({err}): reboots are not detected")
+        new_boot = bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
+        if new_boot:
+            log.append("new boot: EFA readings of the last boot forgotten (counters restart)")
+        usable = {} if new_boot or state.get("corrupt") else state
+        outcome = efa_degraded.evaluate(config, usable, time.time())
+        store.save({"boot_id": boot_id, **outcome.state()})
+    _log(log + outcome.log)
+    return render(
+        outcome.problems,
+        outcome.unknowns,
+        ok_text=f"EFA degradation OK: {outcome.detail}",
+        max_bytes=config.max_output_length,
+    )
+
+
 CYCLES = {
     "gpu": gpu_cycle,
     "gpu-degraded": gpu_degraded_cycle,
     "efa": efa_cycle,
     "efa-counters": efa_counters_cycle,
+    "efa-degraded": efa_degraded_cycle,
 }

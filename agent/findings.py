@@ -18,6 +18,16 @@ in a fixed grammar (:func:`degraded_text`), one finding per GPU and signal::
 configured number of consecutive cycles, so the words stay the same while the
 state does (NPD updates a condition when its message changes).
 
+The ``efa-degraded`` check (condition ``EfaDegraded``) writes the same grammar
+with an EFA port in place of the GPU, ``WHAT`` one of ``efa_port_rate`` and
+``efa_counter:<name>``, and a rate threshold rather than a reading for a counter
+(the measured rate goes to the log, so the words stay the same)::
+
+    "Degraded on EFA " DEVICE "/" PORT " [efa_port_rate]: " OBSERVED " Gb/sec,
+        expected " EXPECTED " Gb/sec (" N "+ cycles)"
+    "Degraded on EFA " DEVICE "/" PORT " [efa_counter:" NAME "]: " T "+/min,
+        expected under " T "/min (over " S "+ s)"
+
 Exit codes follow Node Problem Detector's custom-plugin contract.
 """
 
@@ -72,7 +82,7 @@ class Problem(NamedTuple):
         if self.kind == "efa":
             return f"efa/{self.efa_check}/{self.device or '-'}"
         if self.kind == "degraded":
-            return f"degraded/{self.what}/{self.pci_bus or where}"
+            return f"degraded/{self.what}/{self.pci_bus or self.device or where}"
         return f"note/{self.text}"
 
     def to_json(self) -> dict[str, Any]:
@@ -159,6 +169,8 @@ def degraded_text(problem: Problem) -> str:
     check parsed (numbers and fixed words), so nothing here comes raw from a tool.
     """
     gpu = f" on GPU {problem.gpu_index}" if problem.gpu_index is not None else ""
+    if problem.device and problem.gpu_index is None and not problem.pci_bus:
+        gpu = f" on EFA {problem.device}"
     bus = f" ({problem.pci_bus})" if problem.pci_bus else ""
     since = f" ({problem.text})" if problem.text else ""
     return (

@@ -502,7 +502,16 @@ NPD_GPU_CONDITION = "GpuHealthProblem"
 NPD_EFA_CONDITION = "EfaHealthProblem"
 NPD_GPU_DEGRADED_CONDITION = "GpuDegraded"
 """The agent's ``gpu-degraded`` check: a GPU that works but slows its job (issue 37)."""
-NPD_CONDITIONS = frozenset({NPD_GPU_CONDITION, NPD_EFA_CONDITION, NPD_GPU_DEGRADED_CONDITION})
+NPD_EFA_DEGRADED_CONDITION = "EfaDegraded"
+"""The agent's ``efa-degraded`` check: an EFA port slower than expected or erring (issue 37)."""
+NPD_CONDITIONS = frozenset(
+    {
+        NPD_GPU_CONDITION,
+        NPD_EFA_CONDITION,
+        NPD_GPU_DEGRADED_CONDITION,
+        NPD_EFA_DEGRADED_CONDITION,
+    }
+)
 
 # Reasons of NPD_EFA_CONDITION, one per EfaEvidence check.
 NPD_EFA_REASONS: dict[str, str] = {

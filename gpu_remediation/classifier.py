@@ -43,6 +43,7 @@ TIE_BREAK_ORDER: tuple[FaultClass, ...] = (
     FC.CONFIGURATION,
     FC.UNKNOWN,
     FC.GPU_DEGRADED,  # any fault found beside a slowdown names the incident
+    FC.EFA_DEGRADED,
     FC.NODE_NOT_READY,
     FC.GPU_RESET_REQUIRED,
     FC.UNCONTAINED_ERROR,
@@ -192,6 +193,9 @@ def _from_condition(e: ConditionEvidence) -> _Finding:
         # Slow, not dead: the message says what was measured (link width, clock events).
         what = e.message.strip()[:200] or "no detail"
         return _Finding(f"{subject}: GPU degraded ({what})", FC.GPU_DEGRADED)
+    elif e.type == catalog.NPD_EFA_DEGRADED_CONDITION:
+        what = e.message.strip()[:200] or "no detail"
+        return _Finding(f"{subject}: EFA degraded ({what})", FC.EFA_DEGRADED)
     elif e.type == catalog.NPD_EFA_CONDITION:
         # The agent's NPD rule has one fixed reason; the message names the check.
         check = catalog.NPD_EFA_REASONS.get(e.reason) or catalog.parse_message_efa(e.message)

@@ -83,6 +83,8 @@ class FaultClass(StrEnum):
     UNCONTAINED_ERROR = "uncontained_error"
     GPU_DEGRADED = "gpu_degraded"
     """Slow, not dead: downtrained PCIe, sustained hardware throttling (issue 37)."""
+    EFA_DEGRADED = "efa_degraded"
+    """Slow, not dead: an EFA port below its rate, error counters rising (issue 37)."""
     UNKNOWN = "unknown"
 
 

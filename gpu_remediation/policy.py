@@ -120,6 +120,13 @@ ADDED_FAULT_CLASSES: dict[FaultClass, FaultClassPolicy] = {
         urgency=Urgency.WHEN_IDLE,
         diag_level=3,
     ),
+    # Issue 37: an EFA port that is slow or erring; as in default_policy.yaml.
+    FaultClass.EFA_DEGRADED: FaultClassPolicy(
+        start_rung=Rung.REBOOT,
+        max_rung=Rung.ESCALATE,
+        grace=timedelta(minutes=5),
+        urgency=Urgency.WHEN_IDLE,
+    ),
 }
 """Classes added after policies were first recorded, with the default a policy without them gets."""
 

@@ -173,6 +173,7 @@ VERIFICATION_OF: dict[Component, ComponentCheck] = {
 COMPONENT_OF: dict[FaultClass, Component] = {
     FaultClass.EFA_FAILURE: Component.EFA,
     FaultClass.EFA_LINK_DOWN: Component.EFA,
+    FaultClass.EFA_DEGRADED: Component.EFA,
     FaultClass.NODE_NOT_READY: Component.HOST,
 }
 

@@ -22,6 +22,7 @@ MONITOR = json.loads((DEPLOY / "npd" / "gpu-health-monitor.json").read_text())
 AGENT = json.loads((DEPLOY / "npd" / "agent.json").read_text())
 # Issue 37: degradation is its own NPD plugin config and condition, apart from faults.
 DEGRADED = json.loads((DEPLOY / "npd" / "gpu-degraded-monitor.json").read_text())
+EFA_DEGRADED = json.loads((DEPLOY / "npd" / "efa-degraded-monitor.json").read_text())
 DOCS = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "agent-daemonset.yaml").read_text())}
 
 
@@ -50,7 +51,10 @@ def test_npd_runs_the_checks_every_30_seconds_within_its_timeouts() -> None:
 
 def test_conditions_are_the_ones_the_catalog_and_the_policy_watch() -> None:
     # The fault conditions in one plugin config, degradation (GpuDegraded) in its own.
-    conditions = {c["type"] for c in MONITOR["conditions"] + DEGRADED["conditions"]}
+    conditions = {
+        c["type"]
+        for c in MONITOR["conditions"] + DEGRADED["conditions"] + EFA_DEGRADED["conditions"]
+    }
     assert conditions == set(catalog.NPD_CONDITIONS)
     watched = {c.type: c.problem_statuses for c in load_policy().triggers.conditions}
     for condition in conditions:
@@ -84,6 +88,7 @@ def test_daemonset_carries_the_same_configs_as_deploy_npd() -> None:
     data = DOCS["ConfigMap"]["data"]
     assert json.loads(data["gpu-health-monitor.json"]) == MONITOR
     assert json.loads(data["gpu-degraded-monitor.json"]) == DEGRADED
+    assert json.loads(data["efa-degraded-monitor.json"]) == EFA_DEGRADED
     assert json.loads(data["agent.json"]) == AGENT
 
 
@@ -94,6 +99,7 @@ def test_npd_loads_both_plugin_configs() -> None:
     assert loaded == [
         "/etc/remediate-agent/gpu-health-monitor.json",
         "/etc/remediate-agent/gpu-degraded-monitor.json",
+        "/etc/remediate-agent/efa-degraded-monitor.json",
     ]
 
 

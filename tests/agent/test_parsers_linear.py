@@ -13,7 +13,9 @@ inside its cycle, which NPD's timeout bounds:
   for PCIe link and clock-event reasons, with a state of streaks to carry);
 * ``dcgmi health -c -j`` (``checks.dcgm.healthy_fast`` and ``evaluate``: raw
   output, which includes the "watches not enabled" test, and a health document);
-* the EFA check (``checks.efa.check_efa``: sysfs port states and ``fi_info`` output).
+* the EFA check (``checks.efa.check_efa``: sysfs port states and ``fi_info`` output);
+* the ``efa-degraded`` check (``checks.efa_degraded.parse_rate`` and ``evaluate``: the
+  port's ``rate`` file and its error counters).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import cycle, kernel_log
-from agent.checks import dcgm, efa, gpu_degraded, nvidia_smi
-from agent.config import AgentConfig
+from agent.checks import dcgm, efa, efa_degraded, gpu_degraded, nvidia_smi
+from agent.config import EFA_DEGRADATION_COUNTERS, AgentConfig
 from agent.findings import render
 from agent.runner import MAX_PARSED_OUTPUT, ToolResult
 from tests.agent.outputs import smi_output
@@ -59,7 +61,7 @@ class Node:
         (device / "device").write_text("0xefa1")
         (self.sysfs / "module" / "efa").mkdir(parents=True)
         self.port = self.sysfs / "class" / "infiniband" / "rdmap16s27" / "ports" / "1"
-        self.port.mkdir(parents=True)
+        (self.port / "hw_counters").mkdir(parents=True)
         (self.port.parents[1] / "device").mkdir()
         (self.port.parents[1] / "device" / "vendor").write_text(efa.EFA_VENDOR)
         self.journalctl = self._tool("journalctl")
@@ -71,6 +73,7 @@ class Node:
             sysfs_root=str(self.sysfs),
             fi_info=str(self.fi_info),
             journalctl=str(self.journalctl),
+            efa_degraded_expected_rate_gbps=100,
         )
 
     def _tool(self, name: str) -> Path:
@@ -86,6 +89,9 @@ class Node:
             path.write_bytes(data)
         (self.port / "state").write_bytes(data)
         (self.port / "phys_state").write_bytes(data)
+        (self.port / "rate").write_bytes(data)
+        for counter in EFA_DEGRADATION_COUNTERS:
+            (self.port / "hw_counters" / counter).write_bytes(data)
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +146,8 @@ def _parsers(node: Node) -> dict[str, Callable[[str], object]]:
             _ran("dcgmi", health_document_of_systems(t)), config, deadline
         ),
         "efa.check_efa": lambda _: efa.check_efa(config, deadline),
+        "efa_degraded.parse_rate": efa_degraded.parse_rate,
+        "efa_degraded.evaluate": lambda _: efa_degraded.evaluate(config, {}, time.time()),
     }
 
 

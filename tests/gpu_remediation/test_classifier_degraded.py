@@ -17,6 +17,7 @@ from gpu_remediation.models import FaultClass as FC
 from gpu_remediation.models import Rung, Urgency
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import load_policy, parse_policy
+from gpu_remediation.rungs import ComponentCheck, check_for
 from tests.gpu_remediation.evidence_factories import condition
 
 POLICIES = Path(__file__).parents[2] / "policies"
@@ -61,3 +62,22 @@ def test_the_karpenter_like_baselines_never_see_a_slow_node(baseline: str) -> No
 def test_no_automation_hands_a_slow_node_to_a_person() -> None:
     pol = load_policy(POLICIES / "no-automation.yaml")
     assert pol.fault_class(FC.GPU_DEGRADED).start_rung == Rung.ESCALATE
+
+
+def test_a_degraded_efa_port_starts_at_a_reboot_when_the_job_is_idle(policy: Policy) -> None:
+    message = (
+        "Degraded on EFA rdmap129s0/1 [efa_counter:retrans_timeout_events]: 1+/min, "
+        "expected under 1/min (over 300+ s)"
+    )
+    evidence = condition("EfaDegraded", "True", "EfaDegradationDetected", message)
+    result = classify([evidence], policy)
+    assert (result.fault_class, result.start_rung) == (FC.EFA_DEGRADED, Rung.REBOOT)
+    assert policy.fault_class(FC.EFA_DEGRADED).urgency == Urgency.WHEN_IDLE
+    assert check_for(FC.EFA_DEGRADED) == ComponentCheck.EFA_CHECK
+
+
+@pytest.mark.parametrize("baseline", ["replace-always", "reboot-then-replace"])
+def test_the_karpenter_like_baselines_never_see_a_degraded_efa_port(baseline: str) -> None:
+    pol = load_policy(POLICIES / f"{baseline}.yaml")
+    assert "EfaDegraded" not in {c.type for c in pol.triggers.conditions}
+    assert pol.fault_class(FC.EFA_DEGRADED).start_rung is None

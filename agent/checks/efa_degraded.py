@@ -1,0 +1,327 @@
+"""``efa-degraded``: EFA devices that work, slowly: a port rate below expectation, errors rising.
+
+Its own NPD condition (``EfaDegraded``, deploy/npd/efa-degraded-monitor.json),
+apart from the EFA faults (``efa``: count, provider, links) and the counter
+bursts (``efa-counters``: an event per cycle). Findings are of kind
+``degraded`` in the grammar of agent/findings.py, with ``WHAT``:
+
+* ``efa_port_rate``: ``/sys/class/infiniband/<dev>/ports/1/rate`` below
+  ``efa_degraded_expected_rate_gbps``. The kernel writes that file as
+  ``"%d%s Gb/sec (%dX%s)"`` (``rate_show``, drivers/infiniband/core/sysfs.c:
+  ``"100 Gb/sec (4X EDR)"``, ``"2.5 Gb/sec (1X SDR)"``); the EFA driver fills it
+  from the device attribute ``max_link_speed_gbps`` (``efa_query_port``,
+  amzn/amzn-drivers kernel/linux/efa/src/efa_verbs.c, since r2.13.0; 100 Gb/s
+  when the device reports 0, and before r2.13.0 always 4X EDR, 100 Gb/s). The
+  attribute is read when the device is probed (``efa_com_get_device_attr`` in
+  efa_main.c), so the file says what the device was given, not a link that
+  retrained: there is no default expectation, and the devices are not compared
+  with each other (a per-instance expectation must be configured). Reported
+  once seen below in ``efa_degraded_rate_cycles`` consecutive readings within
+  ``efa_degraded_window``.
+* ``efa_counter:<name>``: a port error counter
+  (``ports/1/hw_counters/<name>``, ``EFA_DEFINE_PORT_STATS`` in efa_verbs.c)
+  rising at ``efa_degraded_counter_thresholds[name]`` per minute or more,
+  measured over the readings of the last ``efa_degraded_window`` seconds once
+  they span ``efa_degraded_counter_min_span`` seconds. Counters are cumulative:
+  the rate is (newest - oldest) / time between them; a counter that went down
+  (driver reload, device reset) starts a new baseline, and a new boot forgets
+  every reading (the cycle passes no state).
+
+Only counters that mean trouble are accepted (``EFA_DEGRADATION_COUNTERS`` in
+agent/config.py), never traffic counters (bytes, packets, work requests). The
+``lifespan`` file beside the counters is the counters' cache time in
+milliseconds (rdma core), not a counter.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from agent.checks.efa import Port, efa_ports
+from agent.config import AgentConfig
+from agent.findings import Problem
+
+SOURCE = "efa-degraded"
+RATE = "efa_port_rate"
+COUNTER_PREFIX = "efa_counter:"
+# Bounds on what the state file is trusted with: 64 devices, every counter.
+MAX_PORTS = 64
+MAX_SAMPLES = 128
+_MAX_RATE_TEXT = 64
+_MAX_DIGITS = 20  # a u64 prints at most 20 digits
+
+
+class PortRate(NamedTuple):
+    """A parsed ``rate`` file: ``"100 Gb/sec (4X EDR)"`` -> 100.0, 4, ``"EDR"``."""
+
+    gbps: float
+    width: int
+    speed: str
+
+
+def parse_rate(text: str) -> PortRate | None:
+    """Read the kernel's ``"%d%s Gb/sec (%dX%s)"``; None for anything else.
+
+    Only the first line's first 64 characters are looked at: linear in nothing.
+    """
+    line = text[:_MAX_RATE_TEXT].strip()
+    number, sep, rest = line.partition(" Gb/sec (")
+    if not sep or not rest.endswith(")"):
+        return None
+    whole, dot, half = number.partition(".")
+    if not (whole.isascii() and whole.isdigit() and len(whole) <= 6) or (dot and half != "5"):
+        return None
+    width_text, x, speed = rest[:-1].partition("X")
+    if not x or not (width_text.isascii() and width_text.isdigit() and len(width_text) <= 3):
+        return None
+    speed = speed.strip()
+    if speed and not (speed.isascii() and speed.isalnum()):
+        return None
+    return PortRate(int(whole) + (0.5 if dot else 0.0), int(width_text), speed)
+
+
+def _counter_value(raw: str | None) -> int | None:
+    if raw is None or not 0 < len(raw) <= _MAX_DIGITS or not raw.isascii() or not raw.isdigit():
+        return None
+    return int(raw)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read(4096).strip()
+    except OSError:
+        return None
+
+
+class Streak:
+    """Consecutive readings of a port below its expected rate (times, newest last)."""
+
+    def __init__(self, times: list[float], observed: str, expected: str) -> None:
+        """A streak read from the state file or started this cycle."""
+        self.times = times
+        self.observed = observed
+        self.expected = expected
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for the state file."""
+        return {"times": self.times, "observed": self.observed, "expected": self.expected}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 24 else None
+
+
+def load_streaks(saved: Any, config: AgentConfig) -> dict[str, Streak]:
+    """Rate streaks of the state file (port -> streak); damaged entries are dropped."""
+    if not isinstance(saved, dict):
+        return {}
+    streaks: dict[str, Streak] = {}
+    for key, entry in list(saved.items())[:MAX_PORTS]:
+        if not isinstance(key, str) or len(key) > 80 or not isinstance(entry, dict):
+            continue
+        times = entry.get("times")
+        if not isinstance(times, list):
+            continue
+        kept = [float(t) for t in times[-config.efa_degraded_rate_cycles :] if _number(t)]
+        observed, expected = _text(entry.get("observed")), _text(entry.get("expected"))
+        if kept and observed and expected:
+            streaks[key] = Streak(kept, observed, expected)
+    return streaks
+
+
+def load_samples(saved: Any, config: AgentConfig) -> dict[str, list[tuple[float, int]]]:
+    """Counter readings of the state file (``<dev>/<port>/<counter>`` -> [(time, value)])."""
+    if not isinstance(saved, dict):
+        return {}
+    names = set(config.efa_degraded_counter_thresholds)
+    samples: dict[str, list[tuple[float, int]]] = {}
+    for key, entry in list(saved.items())[: MAX_PORTS * max(1, len(names))]:
+        if not isinstance(key, str) or len(key) > 120 or not isinstance(entry, list):
+            continue
+        if key.rpartition("/")[2] not in names:
+            continue
+        kept = [
+            (float(pair[0]), int(pair[1]))
+            for pair in entry[-MAX_SAMPLES:]
+            if isinstance(pair, list)
+            and len(pair) == 2
+            and _number(pair[0])
+            and isinstance(pair[1], int)
+            and not isinstance(pair[1], bool)
+            and 0 <= pair[1] < 1 << 64
+        ]
+        if kept:
+            samples[key] = kept
+    return samples
+
+
+class EfaDegradedOutcome:
+    """What the check concluded, and the state to keep for the next cycle."""
+
+    def __init__(self) -> None:
+        """Nothing found yet."""
+        self.problems: list[Problem] = []
+        self.unknowns: list[str] = []
+        self.log: list[str] = []
+        self.detail = ""
+        self.streaks: dict[str, Streak] = {}
+        self.samples: dict[str, list[tuple[float, int]]] = {}
+
+    def state(self) -> dict[str, Any]:
+        """What the state file keeps: rate streaks and counter readings."""
+        return {
+            "rate_streaks": {key: s.to_json() for key, s in self.streaks.items()},
+            "counters": {key: [[t, v] for t, v in pairs] for key, pairs in self.samples.items()},
+        }
+
+
+def _gbps(value: float) -> str:
+    return f"{value:g} Gb/sec"
+
+
+def _judge_rate(
+    port: Port,
+    base: Path,
+    config: AgentConfig,
+    streaks: dict[str, Streak],
+    now: float,
+    out: EfaDegradedOutcome,
+) -> bool:
+    """Extend or end the port's streak; whether the rate was judged."""
+    expected = config.efa_degraded_expected_rate_gbps
+    if expected is None:
+        return False
+    raw = _read(base / "rate")
+    rate = parse_rate(raw) if raw is not None else None
+    if rate is None:
+        out.log.append(f"EFA {port.name} rate unreadable or not understood: not judged")
+        return False
+    if rate.gbps >= expected:
+        if streaks.pop(port.name, None) is not None:
+            out.log.append(f"EFA {port.name} {RATE}: back to {_gbps(rate.gbps)}")
+        return True
+    streak = streaks.get(port.name)
+    times = [*(streak.times if streak else []), now][-config.efa_degraded_rate_cycles :]
+    streaks[port.name] = Streak(times, _gbps(rate.gbps), _gbps(expected))
+    return True
+
+
+def _judge_counters(
+    port: Port,
+    base: Path,
+    config: AgentConfig,
+    saved: dict[str, list[tuple[float, int]]],
+    now: float,
+    out: EfaDegradedOutcome,
+) -> int:
+    """Record this cycle's counter readings; report rising ones. Returns how many were read."""
+    read = 0
+    for name, per_minute in sorted(config.efa_degraded_counter_thresholds.items()):
+        if per_minute <= 0:
+            continue  # 0 turns a counter off
+        key = f"{port.name}/{name}"
+        value = _counter_value(_read(base / "hw_counters" / name))
+        if value is None:
+            if key in saved:
+                out.samples[key] = saved[key]  # not read this cycle: keep what we had
+            continue
+        read += 1
+        since = now - config.efa_degraded_window
+        history = [(t, v) for t, v in saved.get(key, []) if since <= t < now]
+        if history and value < history[-1][1]:
+            out.log.append(f"EFA {key} went down ({history[-1][1]} -> {value}): new baseline")
+            history = []
+        history = [*history, (now, value)][-MAX_SAMPLES:]
+        out.samples[key] = history
+        first_time, first_value = history[0]
+        span = now - first_time
+        if span < config.efa_degraded_counter_min_span:
+            continue
+        rate = (value - first_value) * 60.0 / span
+        if rate < per_minute:
+            continue
+        what = f"{COUNTER_PREFIX}{name}"
+        out.log.append(
+            f"EFA {port.name} {what}: +{value - first_value} in {span:.0f} s ({rate:.1f}/min)"
+        )
+        out.problems.append(
+            Problem(
+                kind="degraded",
+                source=SOURCE,
+                device=port.name,
+                what=what,
+                observed=f"{per_minute}+/min",
+                expected=f"under {per_minute}/min",
+                text=f"over {config.efa_degraded_counter_min_span:g}+ s",
+                observed_at=now,
+            )
+        )
+    return read
+
+
+def evaluate(
+    config: AgentConfig, saved: dict[str, Any], now: float | None = None
+) -> EfaDegradedOutcome:
+    """Read the EFA ports' rate and error counters, carrying the state of earlier cycles.
+
+    Args:
+        config: Expected rate, cycles, window, per-counter thresholds, sysfs root.
+        saved: The state of the last cycle of this boot (``{}`` for none).
+        now: Wall-clock time of the reading (state survives the process).
+    """
+    now = time.time() if now is None else now
+    outcome = EfaDegradedOutcome()
+    streaks = load_streaks(saved.get("rate_streaks"), config)
+    samples = load_samples(saved.get("counters"), config)
+    ports = [p for p in efa_ports(config.sysfs_root) if p.port != "-"][:MAX_PORTS]
+    if not ports:
+        outcome.detail = "no EFA ports"
+        return outcome
+    root = Path(config.sysfs_root) / "class" / "infiniband"
+    judged = counters = 0
+    for port in ports:
+        base = root / port.device / "ports" / port.port
+        judged += _judge_rate(port, base, config, streaks, now, outcome)
+        counters += _judge_counters(port, base, config, samples, now, outcome)
+    for key, streak in list(streaks.items()):
+        if now - streak.times[-1] > config.efa_degraded_window:
+            del streaks[key]  # not seen slow within the window: forgotten
+    outcome.streaks = streaks
+    need = config.efa_degraded_rate_cycles
+    rate_problems = []
+    for key, streak in sorted(streaks.items()):
+        times = streak.times[-need:]
+        if len(times) < need or times[-1] - times[0] > config.efa_degraded_window:
+            outcome.log.append(
+                f"EFA {key} {RATE}: {streak.observed}, expected {streak.expected}"
+                f" ({len(times)} of {need} cycles)"
+            )
+            continue
+        rate_problems.append(
+            Problem(
+                kind="degraded",
+                source=SOURCE,
+                device=key,
+                what=RATE,
+                observed=streak.observed,
+                expected=streak.expected,
+                text=f"{need}+ cycles",
+                observed_at=now,
+            )
+        )
+    outcome.problems = rate_problems + outcome.problems
+    expected = config.efa_degraded_expected_rate_gbps
+    rate_note = (
+        f"rate judged on {judged} (expected {_gbps(expected)})"
+        if expected is not None
+        else "rate not judged (no expected rate configured)"
+    )
+    outcome.detail = f"{len(ports)} EFA port(s); {rate_note}; {counters} error counter(s) read"
+    return outcome
