@@ -26,6 +26,7 @@ class Slots:
 
     def __init__(self, pools: list[tuple[str, int]]) -> None:
         self._holders: dict[str, list[str | None]] = {name: [None] * n for name, n in pools}
+        self._first: dict[str, list[str | None]] = {name: [None] * n for name, n in pools}
         self._overflow: dict[str, list[str]] = {name: [] for name, _ in pools}
         self._order = [(name, i) for name, n in pools for i in range(n)]
 
@@ -38,6 +39,8 @@ class Slots:
         for i, holder in enumerate(holders):
             if holder is None:
                 holders[i] = name
+                if self._first[pool][i] is None:
+                    self._first[pool][i] = name
                 return
         self._overflow[pool].append(name)
 
@@ -54,8 +57,18 @@ class Slots:
         """The node in the slot that ``ordinal`` (in [0, 1)) names, if the slot has one."""
         if not self._order:
             return None
-        pool, index = self._order[min(int(ordinal * len(self._order)), len(self._order) - 1)]
+        pool, index = self._slot(ordinal)
         return self._holders[pool][index]
+
+    def first_holder(self, ordinal: float) -> str | None:
+        """The node that held the slot first: its host, until a replacement came."""
+        if not self._order:
+            return None
+        pool, index = self._slot(ordinal)
+        return self._first[pool][index]
+
+    def _slot(self, ordinal: float) -> tuple[str, int]:
+        return self._order[min(int(ordinal * len(self._order)), len(self._order) - 1)]
 
 
 class FaultInjector:
@@ -149,6 +162,10 @@ class FaultInjector:
                 name = self.slots.holder(planned.ordinal)
                 node = fleet.nodes.get(name) if name is not None else None
                 running = node is not None and node.phase is Phase.RUNNING
+                fresh = planned.lemon and name != self.slots.first_holder(planned.ordinal)
+            if fresh:
+                fleet.count("mix.lemon_replaced")  # a fresh host is not the lemon
+                return
             if name is None or not running:
                 fleet.count("mix.skipped")
                 return

@@ -9,7 +9,7 @@ import pytest
 
 from gpu_remediation import catalog
 from simulator.fleet import FAULTS, FaultKind, FaultMix, Fix, Scenario, ScenarioError
-from simulator.fleet.faults import LLAMA3_NODE_HOURS
+from simulator.fleet.faults import LLAMA3_NODE_HOURS, LemonModel
 
 
 def first(mix: FaultMix, seed: int, count: int = 50) -> list[tuple[float, str, float, float]]:
@@ -94,3 +94,26 @@ def test_a_fault_mix_file_overrides_rates(tmp_path: Path) -> None:
     bad.write_text("rates: {fallen_off_bus: -1}\n")
     with pytest.raises(ScenarioError, match="rates"):
         FaultMix.load(bad)
+
+
+def test_lemon_hosts_add_faults_on_their_slots_and_leave_the_base_plan_as_it_was() -> None:
+    # Issue 36: 2% of 500 slots hold lemons that fault 11x as often (an assumption here).
+    base = FaultMix.llama3(multiplier=100)
+    lemony = base.model_copy(update={"lemons": LemonModel(share=0.02, factor=11)})
+    horizon = 3600.0 * 24 * 30
+    planned = list(itertools.takewhile(lambda p: p.at < horizon, lemony.events(1, 500)))
+    plain = list(itertools.takewhile(lambda p: p.at < horizon, base.events(1, 500)))
+    assert [p for p in planned if not p.lemon] == plain
+    extra = [p for p in planned if p.lemon]
+    assert len({p.ordinal for p in extra}) == 10  # 2% of 500 slots
+    # Each lemon slot gets factor - 1 = 10 times a slot's share of the base faults.
+    expected = base.per_node_hour() * 10 * 10 * horizon / 3600
+    assert expected * 0.85 < len(extra) < expected * 1.15
+    assert [p.at for p in planned] == sorted(p.at for p in planned)
+
+
+def test_a_lemon_model_is_refused_when_it_makes_no_lemons_or_slows_faults() -> None:
+    with pytest.raises(ValueError, match="greater than 1"):
+        LemonModel(share=0.1, factor=0.5)
+    with pytest.raises(ValueError, match="greater than 0"):
+        LemonModel(share=0, factor=3)
