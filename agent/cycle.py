@@ -322,6 +322,27 @@ def gpu_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
     )
 
 
+def _this_boots_state(
+    store: StateStore, config: AgentConfig, forgotten: str
+) -> tuple[dict[str, Any], str | None, list[str]]:
+    """A degradation check's saved state if this boot wrote it (else empty), the boot id, notes.
+
+    The caller holds the store's lock. ``forgotten`` says, after a reboot, what
+    the last boot's state was that no longer counts.
+    """
+    state = store.load()
+    log: list[str] = [store.corrupt_note] if store.corrupt_note else []
+    try:
+        boot_id: str | None = read_boot_id(config.boot_id_path)
+    except OSError as err:
+        boot_id = None
+        log.append(f"boot id unreadable ({err}): reboots are not detected")
+    new_boot = bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
+    if new_boot:
+        log.append(f"new boot: {forgotten}")
+    return ({} if new_boot or state.get("corrupt") else state), boot_id, log
+
+
 def gpu_degraded_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
     """Read ``nvidia-smi -q`` for degradation; streaks of earlier cycles of this boot count."""
     from agent.checks import gpu_degraded
@@ -329,17 +350,9 @@ def gpu_degraded_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str
     deadline = time.monotonic() + config.deadline
     store = StateStore(config.state_path("gpu-degraded"))
     with store.locked(config.lock_timeout):
-        state = store.load()
-        log: list[str] = [store.corrupt_note] if store.corrupt_note else []
-        try:
-            boot_id: str | None = read_boot_id(config.boot_id_path)
-        except OSError as err:
-            boot_id = None
-            log.append(f"boot id unreadable ({err}): reboots are not detected")
-        new_boot = bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
-        if new_boot:
-            log.append("new boot: degradation seen before it is forgotten (links retrain)")
-        usable = {} if new_boot or state.get("corrupt") else state
+        usable, boot_id, log = _this_boots_state(
+            store, config, "degradation seen before it is forgotten (links retrain)"
+        )
         result = run([config.nvidia_smi, "-q"], _remaining(deadline, config.nvidia_smi_timeout))
         stats.tools[result.name] = result.status
         outcome = gpu_degraded.evaluate(result, config, usable, time.time())
@@ -398,17 +411,9 @@ def efa_degraded_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str
 
     store = StateStore(config.state_path("efa-degraded"))
     with store.locked(config.lock_timeout):
-        state = store.load()
-        log: list[str] = [store.corrupt_note] if store.corrupt_note else []
-        try:
-            boot_id: str | None = read_boot_id(config.boot_id_path)
-        except OSError as err:
-            boot_id = None
-            log.append(f"boot id unreadable ({err}): reboots are not detected")
-        new_boot = bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
-        if new_boot:
-            log.append("new boot: EFA readings of the last boot forgotten (counters restart)")
-        usable = {} if new_boot or state.get("corrupt") else state
+        usable, boot_id, log = _this_boots_state(
+            store, config, "EFA readings of the last boot forgotten (counters restart)"
+        )
         outcome = efa_degraded.evaluate(config, usable, time.time())
         store.save({"boot_id": boot_id, **outcome.state()})
     _log(log + outcome.log)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from agent.checks.efa import Port, efa_ports
+from agent.checks.streaks import Streak, is_number, streak_from
 from agent.config import AgentConfig
 from agent.findings import Problem
 
@@ -47,6 +48,8 @@ SOURCE = "efa-degraded"
 RATE = "efa_port_rate"
 COUNTER_PREFIX = "efa_counter:"
 # Bounds on what the state file is trusted with: 64 devices, every counter.
+_MAX_WORD = 24
+"""The longest observed or expected words kept from the state file (``"400 Gb/sec"``)."""
 MAX_PORTS = 64
 MAX_SAMPLES = 128
 _MAX_RATE_TEXT = 64
@@ -96,43 +99,17 @@ def _read(path: Path) -> str | None:
         return None
 
 
-class Streak:
-    """Consecutive readings of a port below its expected rate (times, newest last)."""
-
-    def __init__(self, times: list[float], observed: str, expected: str) -> None:
-        """A streak read from the state file or started this cycle."""
-        self.times = times
-        self.observed = observed
-        self.expected = expected
-
-    def to_json(self) -> dict[str, Any]:
-        """A plain dict for the state file."""
-        return {"times": self.times, "observed": self.observed, "expected": self.expected}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and 0 < len(value) <= 24 else None
-
-
 def load_streaks(saved: Any, config: AgentConfig) -> dict[str, Streak]:
     """Rate streaks of the state file (port -> streak); damaged entries are dropped."""
     if not isinstance(saved, dict):
         return {}
     streaks: dict[str, Streak] = {}
     for key, entry in list(saved.items())[:MAX_PORTS]:
-        if not isinstance(key, str) or len(key) > 80 or not isinstance(entry, dict):
+        if not isinstance(key, str) or len(key) > 80:
             continue
-        times = entry.get("times")
-        if not isinstance(times, list):
-            continue
-        kept = [float(t) for t in times[-config.efa_degraded_rate_cycles :] if _number(t)]
-        observed, expected = _text(entry.get("observed")), _text(entry.get("expected"))
-        if kept and observed and expected:
-            streaks[key] = Streak(kept, observed, expected)
+        streak = streak_from(entry, config.efa_degraded_rate_cycles, _MAX_WORD)
+        if streak is not None:
+            streaks[key] = streak
     return streaks
 
 
@@ -152,7 +129,7 @@ def load_samples(saved: Any, config: AgentConfig) -> dict[str, list[tuple[float,
             for pair in entry[-MAX_SAMPLES:]
             if isinstance(pair, list)
             and len(pair) == 2
-            and _number(pair[0])
+            and is_number(pair[0])
             and isinstance(pair[1], int)
             and not isinstance(pair[1], bool)
             and 0 <= pair[1] < 1 << 64

@@ -53,6 +53,7 @@ import time
 from typing import Any, NamedTuple
 
 from agent.checks.nvidia_smi import GpuRecord, SmiReport, parse_query
+from agent.checks.streaks import Streak, streak_from
 from agent.config import CLOCK_EVENT_PREFIX, AgentConfig
 from agent.findings import Problem
 from agent.runner import ToolResult, head
@@ -109,29 +110,11 @@ def readings(gpu: GpuRecord, config: AgentConfig) -> list[Reading]:
     return found
 
 
-class Streak:
-    """Consecutive degraded readings of one signal on one GPU (times, newest last)."""
-
-    def __init__(self, times: list[float], observed: str, expected: str) -> None:
-        """A streak read from the state file or started this cycle."""
-        self.times = times
-        self.observed = observed
-        self.expected = expected
-
-    def to_json(self) -> dict[str, Any]:
-        """A plain dict for the state file."""
-        return {"times": self.times, "observed": self.observed, "expected": self.expected}
-
-
 def cycles_needed(what: str, config: AgentConfig) -> int:
     """How many consecutive degraded readings make ``what`` a finding."""
     if what.startswith(CLOCK_EVENT_PREFIX):
         return config.degraded_clock_event_cycles
     return config.degraded_pcie_cycles
-
-
-def _word(value: Any) -> str | None:
-    return value if isinstance(value, str) and 0 < len(value) <= _MAX_WORD else None
 
 
 def load_streaks(saved: Any, config: AgentConfig) -> dict[str, Streak]:
@@ -141,20 +124,14 @@ def load_streaks(saved: Any, config: AgentConfig) -> dict[str, Streak]:
     enabled = set(config.degraded_checks)
     streaks: dict[str, Streak] = {}
     for key, entry in list(saved.items())[:MAX_STREAKS]:
-        if not isinstance(key, str) or len(key) > 80 or not isinstance(entry, dict):
+        if not isinstance(key, str) or len(key) > 80:
             continue
         what = key.partition(" ")[2]
-        times = entry.get("times")
-        if what not in enabled or not isinstance(times, list):
+        if what not in enabled:
             continue
-        kept = [
-            float(t)
-            for t in times[-cycles_needed(what, config) :]
-            if isinstance(t, int | float) and not isinstance(t, bool)
-        ]
-        observed, expected = _word(entry.get("observed")), _word(entry.get("expected"))
-        if kept and observed and expected:
-            streaks[key] = Streak(kept, observed, expected)
+        streak = streak_from(entry, cycles_needed(what, config), _MAX_WORD)
+        if streak is not None:
+            streaks[key] = streak
     return streaks
 
 
