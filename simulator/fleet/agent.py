@@ -36,6 +36,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from agent.findings import Problem, degraded_text
 from gpu_remediation import catalog
 from gpu_remediation.models import EfaEvidence, Evidence, XidEvidence
 from gpu_remediation.npd_message import NPD_EFA_REASON, NPD_GPU_REASON, format_message
@@ -117,8 +118,18 @@ def gpu_condition(node: NodeState) -> Condition:
 def degraded_condition(node: NodeState) -> Condition:
     """What the GPU degradation plugin reports for ``node``'s true state."""
     lines = [
-        f"Degraded on GPU {f.gpu} ({kernel_bus(f.gpu)}) [pcie_width]: x8, expected x16 "
-        f"({DEGRADED_CYCLES}+ cycles)"
+        degraded_text(
+            Problem(
+                kind="degraded",
+                source="nvidia-smi",
+                gpu_index=f.gpu,
+                pci_bus=kernel_bus(f.gpu),
+                what="pcie_width",
+                observed="x8",
+                expected="x16",
+                text=f"{DEGRADED_CYCLES}+ cycles",
+            )
+        )
         for f in node.faults
         if f.info.degrades and f.gpu is not None
     ]
