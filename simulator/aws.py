@@ -60,7 +60,7 @@ class SimulatedInvocation:
     invisible_polls: int = 0
     in_progress_polls: int = 0
     in_progress_seconds: float = 0.0
-    """Then InProgress until this many real seconds after the host ran the command."""
+    """Then InProgress until this many seconds (of the cloud's ``clock``) after the host ran it."""
 
 
 HostSimulator = Callable[[str, HostCommand | None, list[str]], SimulatedInvocation]
@@ -93,6 +93,7 @@ class MotoCloud:
         *,
         document: CommandDocument | None = None,
         document_name: str = HOST_COMMAND_DOCUMENT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Prepare (not start) the cloud.
 
@@ -100,7 +101,10 @@ class MotoCloud:
             region: Region of the clients and backends.
             document: The host-command document (default: the file deploy/ ships).
             document_name: The name it is created under (the ``ssm_document`` setting).
+            clock: Seconds on the timeline commands run in: real by default, the
+                fleet's simulated time in the fleet simulator.
         """
+        self._clock = clock
         self.region = region
         self.document = document if document is not None else CommandDocument.load()
         self.document_name = document_name
@@ -251,11 +255,11 @@ class MotoCloud:
                     state.results[instance_id] = self.host_simulator(
                         instance_id, state.command, state.script
                     )
-                    state.ran_at[instance_id] = time.monotonic()
+                    state.ran_at[instance_id] = self._clock()
                 result = state.results[instance_id]
                 polls = state.polls.get(instance_id, 0) + 1
                 state.polls[instance_id] = polls
-                running = time.monotonic() - state.ran_at[instance_id] < result.in_progress_seconds
+                running = self._clock() - state.ran_at[instance_id] < result.in_progress_seconds
             if polls <= result.invisible_polls:
                 raise SSMException(
                     "InvocationDoesNotExist",

@@ -13,7 +13,7 @@ Typical use::
 See ``simulator/README.md``.
 """
 
-from simulator.fleet.clock import Durations, SimClock
+from simulator.fleet.clock import Durations, SimClock, SteppedClock
 from simulator.fleet.config import FleetConfig, PoolSpec, WorkloadConfig, parse_pools
 from simulator.fleet.faults import (
     FAULTS,
@@ -43,6 +43,7 @@ __all__ = [
     "ScenarioError",
     "ScenarioEvent",
     "SimClock",
+    "SteppedClock",
     "WorkloadConfig",
     "parse_pools",
 ]

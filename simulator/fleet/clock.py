@@ -176,6 +176,16 @@ class SimClock:
                 return self._real_base if sim_t <= self._sim_base else math.inf
             return self._real_base + (sim_t - self._sim_base) / self._rate
 
+    def wait_until(self, sim_t: float, stop: threading.Event) -> bool:
+        """Block this thread until simulated time reaches ``sim_t``; True when ``stop`` was set."""
+        while True:
+            remaining = self.real_deadline(sim_t) - time.monotonic()
+            if remaining <= 0:
+                return stop.is_set()
+            # A held clock has no deadline yet: look again shortly.
+            if stop.wait(min(remaining, 0.25)):
+                return True
+
     def wall(self, sim_t: float | None = None) -> datetime:
         """The simulated calendar time: start time plus simulated seconds (for reports)."""
         return self._wall0 + timedelta(seconds=self.now() if sim_t is None else sim_t)
@@ -213,6 +223,144 @@ class SimClock:
                 "late_over_60s": sum(counts[3:]),
                 "late_over_15m": sum(counts[5:]),
             }
+
+
+class SteppedClock:
+    """Simulated seconds since :meth:`start`, advanced from outside, never by real time.
+
+    The clock-free comparison (ADR 018) runs Temporal on its time-skipping test
+    server and steps this clock with the server's: simulated time is the server's
+    time since the start, so a workflow timer and the fleet's events are on one
+    timeline, and real latency (Temporal round trips, API calls) adds none of it
+    beyond the real seconds it takes while the server holds its time still. The
+    driver (``whatif.server_time``) calls :meth:`advance` when the server's time
+    has reached the next step; the scheduler runs what is due up to :meth:`now`
+    and reports that it is idle.
+
+    ``time_factor`` is 1: policy durations are not scaled on this clock.
+    """
+
+    time_factor = 1.0
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._now = 0.0
+        self._t0: float | None = None
+        self._wall0 = datetime.now(UTC)
+        self._steps = 0
+        self._events = 0
+        self._late_counts = [0] * len(LAG_EDGES)
+        self._late_max = 0.0
+
+    def anchor(self, wall: datetime) -> None:
+        """Simulated time 0 is ``wall`` on the driver's calendar (before :meth:`start`)."""
+        with self._cond:
+            if self._t0 is not None:
+                raise RuntimeError("the clock is already started")
+            self._wall0 = wall
+
+    def start(self) -> None:
+        """Start counting at simulated time 0 (the anchor's moment)."""
+        with self._cond:
+            if self._t0 is None:
+                self._t0 = time.monotonic()
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called."""
+        return self._t0 is not None
+
+    def now(self) -> float:
+        """Simulated seconds since the start (the last step reached)."""
+        with self._cond:
+            return self._now
+
+    def advance(self, to: float) -> None:
+        """Simulated time has reached ``to`` (ignored when not later than now)."""
+        with self._cond:
+            if to > self._now:
+                self._now = to
+                self._steps += 1
+                self._cond.notify_all()
+
+    def pace(self, sim_t: float) -> float:
+        """The scheduler runs the event due at ``sim_t`` now; returns how late it is."""
+        with self._cond:
+            late = max(0.0, self._now - sim_t)
+            self._events += 1
+            self._late_max = max(self._late_max, late)
+            self._late_counts[bisect.bisect_left(LAG_EDGES, late)] += 1
+            return late
+
+    def resume(self) -> None:
+        """Nothing to do: this clock never runs by itself, so it is never held."""
+
+    def real_deadline(self, sim_t: float) -> float:
+        """Due now once simulated time reached ``sim_t``; otherwise only after a step."""
+        with self._cond:
+            return 0.0 if sim_t <= self._now else math.inf
+
+    def wait_until(self, sim_t: float, stop: threading.Event) -> bool:
+        """Block this thread until simulated time reaches ``sim_t``; True when ``stop`` was set."""
+        with self._cond:
+            while self._now < sim_t:
+                if stop.is_set():
+                    return True
+                # Woken by each step; the timeout only notices ``stop``.
+                self._cond.wait(0.2)
+        return stop.is_set()
+
+    def sim_at(self, moment: datetime) -> float:
+        """Simulated seconds at ``moment`` of the server's clock (0 before the start)."""
+        if self._t0 is None:
+            return 0.0
+        return max(0.0, (moment - self._wall0).total_seconds())
+
+    def to_real(self, sim_seconds: float) -> float:
+        """Real seconds a wait of ``sim_seconds`` takes: none of them are real."""
+        del sim_seconds
+        return 0.0
+
+    def wall(self, sim_t: float | None = None) -> datetime:
+        """The server's calendar time at ``sim_t`` (now when None)."""
+        return self._wall0 + timedelta(seconds=self.now() if sim_t is None else sim_t)
+
+    def lag_report(self) -> dict[str, float | int]:
+        """How far simulated time got, in how many steps and real seconds; events' lateness.
+
+        Lateness here is how long after its time an event ran: at most one step
+        (events between two steps run at the later one).
+        """
+        with self._cond:
+            real = time.monotonic() - self._t0 if self._t0 is not None else 0.0
+            events, counts = self._events, list(self._late_counts)
+            sim = self._now
+
+            def quantile(q: float) -> float:
+                seen = 0
+                for edge, count in zip(LAG_EDGES, counts, strict=True):
+                    seen += count
+                    if events and seen >= q * events:
+                        return edge if math.isfinite(edge) else round(self._late_max, 1)
+                return 0.0
+
+            return {
+                "requested_factor": 0.0,
+                "achieved_factor": round(sim / real, 1) if real > 0 else 0.0,
+                "held_real_s": 0.0,
+                "holds": 0,
+                "steps": self._steps,
+                "events": events,
+                "late_p50_s": quantile(0.5),
+                "late_p95_s": quantile(0.95),
+                "late_max_s": round(self._late_max, 1),
+                "late_over_60s": sum(counts[3:]),
+                "late_over_15m": sum(counts[5:]),
+            }
+
+
+FleetClock = SimClock | SteppedClock
+"""Either clock: paced by real time, or stepped by the time-skipping server."""
 
 
 def seconds(value: timedelta) -> float:

@@ -39,7 +39,7 @@ from gpu_remediation.settings import Settings
 from simulator.fleet.accounting import Availability
 from simulator.fleet.agent import NodeAgent
 from simulator.fleet.arrivals import Arrivals
-from simulator.fleet.clock import SimClock
+from simulator.fleet.clock import FleetClock, SimClock, SteppedClock
 from simulator.fleet.config import FleetConfig, PoolSpec
 from simulator.fleet.faults import FAULTS, FaultKind
 from simulator.fleet.injector import FaultInjector, Slots
@@ -65,11 +65,20 @@ class Fleet:
     Args:
         config: Pools, time factor, seed, faults, workloads.
         kube_port: Port of the Kubernetes API emulator (0 picks a free one).
+        clock: Simulated time; None: a :class:`SimClock` paced at the config's
+            ``time_factor``. A :class:`SteppedClock` is moved on from outside (the
+            clock-free comparison), and the cluster's timestamps are then its time.
     """
 
-    def __init__(self, config: FleetConfig | None = None, *, kube_port: int = 0) -> None:
+    def __init__(
+        self,
+        config: FleetConfig | None = None,
+        *,
+        kube_port: int = 0,
+        clock: FleetClock | None = None,
+    ) -> None:
         self.config = config or FleetConfig()
-        self.clock = SimClock(self.config.time_factor)
+        self.clock: FleetClock = clock or SimClock(self.config.time_factor)
         self.scheduler = Scheduler(self.clock)
         self.lock = threading.RLock()
         self.stopping = threading.Event()
@@ -81,9 +90,14 @@ class Fleet:
         from simulator.aws import DEFAULT_REGION, MotoCloud
         from simulator.fleet.host import HostSimulator
 
-        self.store = KubeStore(history_size=self.config.history_size)
+        stepped = self.clock if isinstance(self.clock, SteppedClock) else None
+        self.store = KubeStore(
+            history_size=self.config.history_size,
+            # On a stepped clock the world's calendar is the server's; paced, it is real.
+            clock=stepped.wall if stepped is not None else None,
+        )
         self.kube = KubeApiServer(self.store, port=kube_port)
-        self.cloud = MotoCloud(DEFAULT_REGION)
+        self.cloud = MotoCloud(DEFAULT_REGION, clock=self.clock.now)
         self.accounting = Availability(self.config.total_nodes)
         # The places a mix's node ordinals name; the inventory keeps them filled.
         self.slots = Slots([(p.name, p.nodes) for p in self.config.pools])

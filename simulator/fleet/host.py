@@ -68,16 +68,14 @@ class HostSimulator:
                 status="TimedOut",
                 exit_code=-1,
                 stderr=f"instance {instance_id} is not reachable (SSM agent offline)",
-                in_progress_seconds=fleet.clock.to_real(
-                    fleet.config.durations.unreachable_command.total_seconds()
-                ),
+                in_progress_seconds=fleet.config.durations.unreachable_command.total_seconds(),
             )
         return SimulatedInvocation(
             status="Success" if run.exit_code == 0 else "Failed",
             exit_code=run.exit_code,
             stdout=run.stdout,
             stderr=run.stderr,
-            in_progress_seconds=fleet.clock.to_real(run.duration),
+            in_progress_seconds=run.duration,
         )
 
     def job(self, job: dict[str, Any], command: HostCommand | None) -> tuple[int, str, str] | None:
@@ -88,11 +86,12 @@ class HostSimulator:
         run = self.run(name, command) if isinstance(name, str) else None
         if run is None:
             # No pod can start on a host that is down: the Job runs into its deadline.
-            fleet.stopping.wait(
-                fleet.clock.to_real(fleet.config.durations.unreachable_command.total_seconds())
+            fleet.clock.wait_until(
+                fleet.clock.now() + fleet.config.durations.unreachable_command.total_seconds(),
+                fleet.stopping,
             )
             return None
-        fleet.stopping.wait(fleet.clock.to_real(run.duration))
+        fleet.clock.wait_until(fleet.clock.now() + run.duration, fleet.stopping)
         return run.exit_code, run.stdout, run.stderr
 
     # --------------------------------------------------------------- commands

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from simulator.fleet.accounting import Availability
-from simulator.fleet.clock import SimClock
+from simulator.fleet.clock import FleetClock
 from simulator.fleet.config import FleetConfig, PoolSpec
 from simulator.fleet.faults import FaultKind
 from simulator.fleet.model import ActiveFault, NodeState
@@ -34,7 +34,7 @@ class FleetCore(Protocol):
         """Pools, durations, seed."""
 
     @property
-    def clock(self) -> SimClock:
+    def clock(self) -> FleetClock:
         """Simulated time."""
 
     @property

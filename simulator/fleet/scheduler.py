@@ -11,11 +11,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 
-from simulator.fleet.clock import SimClock
+from simulator.fleet.clock import FleetClock
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class Scheduler:
         name: Thread name.
     """
 
-    def __init__(self, clock: SimClock, name: str = "fleet-scheduler") -> None:
+    def __init__(self, clock: FleetClock, name: str = "fleet-scheduler") -> None:
         self._clock = clock
         self._name = name
         self._heap: list[tuple[float, int, Callback]] = []
@@ -42,6 +43,12 @@ class Scheduler:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
+        self.on_idle: Callable[[int], None] | None = None
+        """Called (on the scheduler's thread) each time nothing is due, with the number
+        of :meth:`wake` calls so far: a stepped clock's driver waits for the idle
+        spell after its own wake before it lets simulated time move on."""
+        self._idle = False
+        self._wakes = 0
 
     def call_at(self, sim_t: float, fn: Callback) -> None:
         """Run ``fn`` once simulated time reaches ``sim_t``."""
@@ -63,6 +70,18 @@ class Scheduler:
         # Before the clock starts, now() is 0: still before any timed work.
         with self._cond:
             heapq.heappush(self._heap, (self._clock.now(), next(self._seq), fn))
+            self._cond.notify()
+
+    def next_time(self) -> float | None:
+        """The simulated time of the earliest callback waiting (None: none)."""
+        with self._cond:
+            return self._heap[0][0] if self._heap else None
+
+    def wake(self) -> None:
+        """Look again at what is due (a stepped clock moved on)."""
+        with self._cond:
+            self._idle = False
+            self._wakes += 1
             self._cond.notify()
 
     def pending(self) -> int:
@@ -100,12 +119,23 @@ class Scheduler:
                         if sim_t > _SOON:
                             # Late work holds simulated time back (clock.py: paced clock).
                             self._clock.pace(sim_t)
+                        self._idle = False
                         return heapq.heappop(self._heap)[2]
-                    self._cond.wait(wait)
+                    self._went_idle()
+                    # A stepped clock has no real deadline: woken by its next step.
+                    self._cond.wait(None if math.isinf(wait) else wait)
                 else:
                     self._clock.resume()
+                    self._went_idle()
                     self._cond.wait()
             return None
+
+    def _went_idle(self) -> None:
+        # Caller holds the condition; told once per idle spell.
+        if not self._idle:
+            self._idle = True
+            if self.on_idle is not None:
+                self.on_idle(self._wakes)
 
     def _loop(self) -> None:
         while True:

@@ -1,0 +1,123 @@
+"""The clock-free comparison's clock: the fleet's events and Temporal's timers on one timeline."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+import pytest_asyncio
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from simulator.fleet.clock import SteppedClock
+from simulator.fleet.scheduler import Scheduler
+from tests.conftest import assert_eventually
+from whatif.server_time import ServerTimeDriver, server_time
+
+STEP = 15.0
+
+
+@pytest_asyncio.fixture
+async def plain_client(own_time_skipping_env: WorkflowEnvironment) -> Client:
+    """A client without the SDK's auto time skipping: the driver owns the server's lock."""
+    return await Client.connect(
+        own_time_skipping_env.client.service_client.config.target_host,
+        data_converter=pydantic_data_converter,
+    )
+
+
+@pytest_asyncio.fixture
+async def stepped() -> AsyncIterator[tuple[SteppedClock, Scheduler]]:
+    clock = SteppedClock()
+    scheduler = Scheduler(clock, name="test-stepped")
+    yield clock, scheduler
+    scheduler.stop()
+
+
+async def _drive(client: Client, clock: SteppedClock, scheduler: Scheduler) -> ServerTimeDriver:
+    driver = ServerTimeDriver(client, clock, scheduler, step=STEP)
+    await driver.start()
+    clock.start()
+    scheduler.start()
+    return driver
+
+
+@pytest.mark.integration
+async def test_the_fleets_events_run_at_their_time_on_the_servers_clock(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    clock, scheduler = stepped
+    ran: dict[float, float] = {}
+
+    def record(due: float) -> None:
+        ran[due] = clock.now()
+
+    for due in (10.0, 100.0, 7200.0):
+        scheduler.call_at(due, functools.partial(record, due))
+    began = await server_time(plain_client)
+    driver = await _drive(plain_client, clock, scheduler)
+    try:
+
+        async def done() -> int:
+            return len(ran)
+
+        await assert_eventually(done, lambda n: n == 3, timeout=60)
+    finally:
+        await driver.stop()
+    elapsed = (await server_time(plain_client) - began).total_seconds()
+    for due, at in ran.items():
+        assert due <= at <= due + STEP, (due, at)
+    # The server's time is the fleet's (plus the real seconds the test took while
+    # the driver held it): at least the two simulated hours went by on both.
+    assert clock.now() >= 7200
+    assert clock.now() <= elapsed <= clock.now() + STEP + 30
+
+
+@activity.defn(name="fleet_time")
+async def fleet_time() -> float:
+    return CLOCK.now()
+
+
+@workflow.defn(name="SleepsAnHour", sandboxed=False)
+class SleepsAnHour:
+    @workflow.run
+    async def run(self) -> float:
+        await workflow.sleep(timedelta(hours=1))
+        return await workflow.execute_activity(
+            fleet_time, start_to_close_timeout=timedelta(minutes=1)
+        )
+
+
+CLOCK = SteppedClock()
+
+
+@pytest.mark.integration
+async def test_a_workflow_timer_ends_at_its_time_on_the_fleets_clock(
+    plain_client: Client,
+) -> None:
+    scheduler = Scheduler(CLOCK, name="test-timer")
+    queue = f"server-time-{uuid.uuid4().hex[:6]}"
+    driver = await _drive(plain_client, CLOCK, scheduler)
+    try:
+        async with Worker(
+            plain_client, task_queue=queue, workflows=[SleepsAnHour], activities=[fleet_time]
+        ):
+            seen = await plain_client.execute_workflow(SleepsAnHour.run, id=queue, task_queue=queue)
+    finally:
+        await driver.stop()
+        scheduler.stop()
+    # An hour of the workflow's timer is an hour of the fleet's, to one step.
+    assert 3600 - STEP <= seen <= 3600 + STEP
+
+
+@pytest.mark.unit
+def test_a_step_must_be_positive() -> None:
+    clock = SteppedClock()
+    with pytest.raises(ValueError, match="positive"):
+        ServerTimeDriver(None, clock, Scheduler(clock), step=0)  # type: ignore[arg-type]

@@ -1,0 +1,161 @@
+"""The clock-free comparison's time: the fleet steps with Temporal's time-skipping test server.
+
+ADR 018. In the real-time comparison every real second the system spends
+(Temporal round trips, API calls) is ``time_factor`` simulated seconds, so results
+change with the factor. Here Temporal runs on its time-skipping test server,
+whose clock stands still while anything is outstanding (a workflow task, an
+activity, a lock someone holds) and jumps to the next timer when nothing is. The
+fleet's :class:`~simulator.fleet.clock.SteppedClock` follows it:
+
+1. The driver holds the server's time while the fleet's scheduler runs what is
+   due (the server starts with one lock held; that lock is the driver's).
+2. When the scheduler is idle and every barrier passed (parts outside Temporal that
+   react to the fleet, such as the node-condition watcher, caught up), it asks the
+   server to let time move ``step`` simulated seconds
+   (``UnlockTimeSkippingWithSleep``): the server skips there unless workflows or
+   activities hold it, in which case time moves at the real pace of their work.
+3. The server re-takes the driver's lock at the step's end; the driver advances
+   the fleet's clock to it and wakes the scheduler.
+
+Activities that wait for the world sleep the same way (``activities.world_time``),
+so waiting for a reboot costs no real time. What real latency is left is counted
+at its real length (a factor of 1), not stretched by a factor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from google.protobuf.empty_pb2 import Empty
+from temporalio.api.testservice.v1 import SleepRequest
+from temporalio.client import Client
+
+from simulator.fleet.clock import SteppedClock
+from simulator.fleet.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STEP = 15.0
+"""Simulated seconds the fleet's clock moves at most at once (an assumption of the
+co-simulation, like the activities' 15-second polls): an event due between two steps
+runs at the later one."""
+
+Barrier = Callable[[], Awaitable[None]]
+"""Awaited before each step: returns once a part that reacts to the fleet caught up."""
+
+
+async def server_time(client: Client) -> datetime:
+    """The time-skipping test server's current time (UTC)."""
+    response = await client.test_service.get_current_time(Empty())
+    return response.time.ToDatetime().replace(tzinfo=UTC)
+
+
+async def sleep_on_server(client: Client, seconds: float) -> None:
+    """Let the server's time move ``seconds`` (skipping unless something holds it), then hold it.
+
+    The caller must hold one of the server's time locks (the driver holds the one
+    the server starts with; an activity holds its own while it runs).
+    """
+    request = SleepRequest()
+    request.duration.FromTimedelta(timedelta(seconds=max(0.0, seconds)))
+    await client.test_service.unlock_time_skipping_with_sleep(request)
+
+
+class ServerTimeDriver:
+    """Steps ``clock`` with the test server's time until :meth:`stop`.
+
+    Args:
+        client: A plain client of the test server (no time-skipping interceptors).
+        clock: The fleet's clock (not yet started).
+        scheduler: The fleet's scheduler (its ``on_idle`` is taken over).
+        step: Simulated seconds per step (> 0).
+        barriers: Awaited (in order) before each step.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        clock: SteppedClock,
+        scheduler: Scheduler,
+        *,
+        step: float = DEFAULT_STEP,
+        barriers: Sequence[Barrier] = (),
+    ) -> None:
+        if not step > 0:
+            raise ValueError(f"the step must be positive simulated seconds, got {step!r}")
+        self._client = client
+        self._clock = clock
+        self._scheduler = scheduler
+        self._step = step
+        self._barriers = list(barriers)
+        self._idle = asyncio.Event()
+        self._idle_after = -1  # the scheduler's wake count at its last idle spell
+        self._wakes = 0
+        self._task: asyncio.Task[None] | None = None
+        self.steps = 0
+        self.real_waiting = 0.0
+        """Real seconds spent in the server's sleep: time the system's work held."""
+
+    def add_barrier(self, barrier: Barrier) -> None:
+        """Also wait for ``barrier`` before each step."""
+        self._barriers.append(barrier)
+
+    async def start(self) -> None:
+        """Anchor the fleet's clock at the server's time now and step from when it starts.
+
+        Call before the fleet starts its clock: the first step waits for the
+        scheduler's first idle spell.
+        """
+        loop = asyncio.get_running_loop()
+
+        def on_idle(wakes: int) -> None:
+            loop.call_soon_threadsafe(self._went_idle, wakes)
+
+        self._scheduler.on_idle = on_idle
+        self._clock.anchor(await server_time(self._client))
+        self._task = asyncio.create_task(self._run(), name="server-time-driver")
+
+    async def stop(self) -> None:
+        """Stop stepping (the fleet's clock stays where it is)."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    def raise_if_failed(self) -> None:
+        """Raise what ended the driver, if something did."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            self._task.result()
+
+    def _went_idle(self, wakes: int) -> None:
+        # On the loop (call_soon_threadsafe from the scheduler's thread).
+        self._idle_after = max(self._idle_after, wakes)
+        self._idle.set()
+
+    def _wake(self) -> None:
+        self._wakes += 1
+        self._scheduler.wake()
+
+    async def _run(self) -> None:
+        while True:
+            # Idle after our own last wake: everything due at this step has run (an
+            # idle spell from before it, reported late, does not count).
+            while self._idle_after < self._wakes:
+                self._idle.clear()
+                await self._idle.wait()
+            for barrier in self._barriers:
+                await barrier()
+            target = self._clock.now() + self._step
+            began = time.monotonic()
+            await sleep_on_server(self._client, self._step)
+            self.real_waiting += time.monotonic() - began
+            self.steps += 1
+            self._clock.advance(target)
+            self._wake()
