@@ -48,6 +48,7 @@ from activities.kube_workloads import WorkloadActivities
 from activities.kubernetes import KubernetesActivities
 from activities.temporal import TemporalActivities
 from activities.temporal_admission import AdmissionTemporalActivities
+from activities.world_time import REAL_TIME, TestServerTime, WorldTime
 from gpu_remediation.health import HealthServer
 from gpu_remediation.ids import TASK_QUEUE
 from gpu_remediation.logging_setup import ActivityLogContextInterceptor, configure_logging
@@ -169,11 +170,15 @@ def worker_tuning(settings: Settings) -> dict[str, Any]:
     return options
 
 
-def production_activities(settings: Settings) -> list[Callable[..., Any]]:
+def production_activities(
+    settings: Settings, world: WorldTime = REAL_TIME
+) -> list[Callable[..., Any]]:
     """The real activities: Kubernetes, EC2, and host commands via SSM or Jobs.
 
     Args:
         settings: Where the cluster and the cloud are (``Settings.from_env()``).
+        world: The timeline their waits for the world run on (real time, but for
+            the clock-free what-if: ``world_time_for``).
     """
     api = kube_api_client(settings)
     core, custom, batch = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api), k8s.BatchV1Api(api)
@@ -189,11 +194,14 @@ def production_activities(settings: Settings) -> list[Callable[..., Any]]:
             boto3.client("ssm", **aws),
             document=settings.ssm_document,
             poll_interval=settings.poll_interval,
+            world=world,
         )
     else:
-        executor = JobExecutor(batch, core, settings)
-    kube = KubernetesActivities(core, custom, settings)
-    ec2 = Ec2Activities(boto3.client("ec2", **aws), core, poll_interval=settings.poll_interval)
+        executor = JobExecutor(batch, core, settings, world)
+    kube = KubernetesActivities(core, custom, settings, world)
+    ec2 = Ec2Activities(
+        boto3.client("ec2", **aws), core, poll_interval=settings.poll_interval, world=world
+    )
     host = HostActivities(executor)
     return [
         kube.read_node_health,
@@ -208,9 +216,14 @@ def production_activities(settings: Settings) -> list[Callable[..., Any]]:
         kube.check_breaker,
         ec2.reboot_node,
         *host.all(),
-        *WorkloadActivities(core, settings).all(),
-        *KubeAdmissionActivities(core, settings).all(),
+        *WorkloadActivities(core, settings, world).all(),
+        *KubeAdmissionActivities(core, settings, world=world).all(),
     ]
+
+
+def world_time_for(settings: Settings, client: Client) -> WorldTime:
+    """The timeline the settings name: real, or the test server ``client`` talks to."""
+    return TestServerTime(client) if settings.world_time == "test-server" else REAL_TIME
 
 
 def kube_api_client(settings: Settings) -> k8s.ApiClient:
@@ -235,7 +248,11 @@ async def main() -> None:
     task_queue = os.environ.get("GPU_REMEDIATION_TASK_QUEUE", TASK_QUEUE)
     tuning = worker_tuning(settings)
     worker = build_worker(
-        client, production_activities(settings), task_queue, production=True, **tuning
+        client,
+        production_activities(settings, world_time_for(settings, client)),
+        task_queue,
+        production=True,
+        **tuning,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -36,6 +36,7 @@ from activities.kube_jobs import (
     read_container_log,
 )
 from activities.kubernetes import api_error, call_api
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation import admission_models as a
 from gpu_remediation.admission_nccl import Verdict, judge, nccl_evidence
 from gpu_remediation.settings import Settings
@@ -50,17 +51,21 @@ SHM_LIMIT = "16Gi"
 class NcclJobs:
     """Runs the all-reduce Job on a node and judges its output."""
 
-    def __init__(self, batch_v1: Any, core_v1: Any, settings: Settings) -> None:
+    def __init__(
+        self, batch_v1: Any, core_v1: Any, settings: Settings, world: WorldTime = REAL_TIME
+    ) -> None:
         """Bind to the API clients.
 
         Args:
             batch_v1: ``kubernetes.client.BatchV1Api``.
             core_v1: ``kubernetes.client.CoreV1Api`` (the node, the pod and its log).
             settings: Job namespace, GPU resource name, poll interval.
+            world: The timeline the polls run on (``activities.world_time``).
         """
         self._batch = batch_v1
         self._core = core_v1
         self._settings = settings
+        self._world = world
 
     async def run(self, input: a.RunNcclCheckInput) -> a.NcclCheckResult:
         """Run (or resume) the Job, wait for its pod, judge the output, delete the Job.
@@ -184,7 +189,7 @@ class NcclJobs:
                     type="NcclJobFailed",
                 )
             activity.heartbeat(_details(name, input))
-            await asyncio.sleep(self._settings.poll_interval.total_seconds())
+            await self._world.sleep(self._settings.poll_interval.total_seconds())
 
     async def _log(self, pod: str) -> str | None:
         return await read_container_log(self._core, self._settings.job_namespace, pod, CONTAINER)

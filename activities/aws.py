@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.kubernetes import node_ready, read_pinned_node
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 
@@ -68,6 +69,7 @@ class Ec2Activities:
         poll_interval: timedelta = timedelta(seconds=5),
         ambiguous_retry_wait: timedelta = timedelta(minutes=2),
         reissue_after: timedelta = timedelta(minutes=10),
+        world: WorldTime = REAL_TIME,
     ) -> None:
         """Bind to the clients.
 
@@ -81,7 +83,9 @@ class Ec2Activities:
             reissue_after: A reboot that has not shown a new boot id by then is
                 issued once more (EC2 itself hard-reboots a host whose OS
                 ignores the request after about 4 minutes).
+            world: The timeline the waits run on (``activities.world_time``).
         """
+        self._world = world
         self._ec2 = ec2
         self._core = core_v1
         self._poll = poll_interval.total_seconds()
@@ -102,8 +106,7 @@ class Ec2Activities:
                 (retryable) when the timeout passed without a new boot id and Ready.
         """
         instance_id = instance_id_from_provider_id(input.provider_id)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + input.timeout_s
+        deadline = await self._world.now() + input.timeout_s
         boot_id, _ = await self._node_state(input.node, input.pin)
         if boot_id != input.boot_id_before:
             activity.logger.info(
@@ -117,8 +120,8 @@ class Ec2Activities:
         if issued_at is None and activity.info().attempt > 1:
             # The previous attempt may have issued the reboot and died before
             # recording it: give the host time to go down before asking again.
-            settle = min(loop.time() + self._ambiguous_wait, deadline)
-            while loop.time() < settle:
+            settle = min(await self._world.now() + self._ambiguous_wait, deadline)
+            while await self._world.now() < settle:
                 boot_id, _ = await self._node_state(input.node, input.pin)
                 if boot_id != input.boot_id_before:
                     boot_id = await self._wait_rebooted(
@@ -126,7 +129,7 @@ class Ec2Activities:
                     )
                     return c.RebootResult(boot_id_after=boot_id, rebooted_by_this_call=False)
                 activity.heartbeat({"waiting": "ambiguous retry"})
-                await asyncio.sleep(self._poll)
+                await self._world.sleep(self._poll)
         if issued_at is None:
             issued_at = await self._issue(instance_id)
         boot_id = await self._wait_rebooted(
@@ -139,7 +142,7 @@ class Ec2Activities:
             await asyncio.to_thread(self._ec2.reboot_instances, InstanceIds=[instance_id])
         except ClientError as err:
             raise client_error("EC2 reboot_instances", err) from err
-        issued_at = datetime.now(UTC).timestamp()
+        issued_at = (await self._world.wall()).timestamp()
         activity.heartbeat({"reboot_issued_at": issued_at, "instance_id": instance_id})
         return issued_at
 
@@ -151,13 +154,12 @@ class Ec2Activities:
         issued_at: float | None,
         instance_id: str,
     ) -> str:
-        loop = asyncio.get_running_loop()
         reissued = False
         while True:
             boot_id, ready = await self._node_state(input.node, input.pin)
             if boot_id != input.boot_id_before and ready:
                 return boot_id
-            now = datetime.now(UTC).timestamp()
+            now = (await self._world.wall()).timestamp()
             if (
                 issued_at is not None
                 and not reissued
@@ -170,13 +172,13 @@ class Ec2Activities:
                 issued_at = await self._issue(instance_id)
                 reissued = True
             activity.heartbeat({"reboot_issued_at": issued_at, "boot_id": boot_id, "ready": ready})
-            if loop.time() >= deadline:
+            if await self._world.now() >= deadline:
                 raise ApplicationError(
                     f"{input.node}: reboot not confirmed within {input.timeout_s:.0f}s "
                     f"(boot id {boot_id}, ready {ready})",
                     type="RebootNotConfirmed",
                 )
-            await asyncio.sleep(self._poll)
+            await self._world.sleep(self._poll)
 
     async def _node_state(self, node: str, pin: c.NodePin | None) -> tuple[str, bool]:
         """The node's boot id and readiness; ``NodeReplaced`` if it is another machine."""

@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.aws import client_error, instance_id_from_provider_id
 from activities.host_commands import CommandOutcome, HostCommand, resumable
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation.host_command import DOCUMENT_TIMEOUT, HOST_COMMAND_DOCUMENT
 
 # SSM statuses after which an invocation will not change any more.
@@ -46,6 +47,7 @@ class SsmExecutor:
         document: str = HOST_COMMAND_DOCUMENT,
         execution_timeout: timedelta = timedelta(minutes=30),
         poll_interval: timedelta = POLL_INTERVAL,
+        world: WorldTime = REAL_TIME,
     ) -> None:
         """Bind to an SSM client.
 
@@ -54,7 +56,9 @@ class SsmExecutor:
             document: Name of the Command document (the ``ssm_document`` setting).
             execution_timeout: SSM's own limit for the command on the host.
             poll_interval: Time between ``get_command_invocation`` calls.
+            world: The timeline the polls run on (``activities.world_time``).
         """
+        self._world = world
         self._ssm = ssm
         self._document = document
         self._execution_timeout = execution_timeout
@@ -137,8 +141,7 @@ class SsmExecutor:
     async def _wait(
         self, command_id: str, instance_id: str, command: HostCommand
     ) -> CommandOutcome:
-        loop = asyncio.get_running_loop()
-        invisible_until = loop.time() + INVISIBLE_GRACE.total_seconds()
+        invisible_until = await self._world.now() + INVISIBLE_GRACE.total_seconds()
         while True:
             try:
                 invocation = await asyncio.to_thread(
@@ -146,8 +149,8 @@ class SsmExecutor:
                 )
             except ClientError as err:
                 code = err.response.get("Error", {}).get("Code", "")
-                if code == "InvocationDoesNotExist" and loop.time() < invisible_until:
-                    await asyncio.sleep(self._poll)
+                if code == "InvocationDoesNotExist" and await self._world.now() < invisible_until:
+                    await self._world.sleep(self._poll)
                     continue
                 raise client_error("SSM get_command_invocation", err) from err
             status = invocation.get("Status", "")
@@ -156,7 +159,7 @@ class SsmExecutor:
                 {"command_id": command_id, "command": command.model_dump(), "status": status}
             )
             if status in PENDING:
-                await asyncio.sleep(self._poll)
+                await self._world.sleep(self._poll)
                 continue
             return _outcome(command_id, invocation)
 

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.admission_nccl import NcclJobs
 from activities.kubernetes import CONFLICT_RETRIES, api_error, call_api, node_ready
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation import admission_models as a
 from gpu_remediation import catalog
 from gpu_remediation.ids import ADMITTED_BOOT_ANNOTATION, Activities
@@ -38,19 +39,27 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 class KubeAdmissionActivities:
     """Admission's activities on Nodes (client injected)."""
 
-    def __init__(self, core_v1: Any, settings: Settings, batch_v1: Any = None) -> None:
+    def __init__(
+        self,
+        core_v1: Any,
+        settings: Settings,
+        batch_v1: Any = None,
+        *,
+        world: WorldTime = REAL_TIME,
+    ) -> None:
         """Bind to the API client.
 
         Args:
             core_v1: ``kubernetes.client.CoreV1Api``.
             settings: The node-pool label; the NCCL Job's namespace and GPU resource.
+            world: The timeline the NCCL check's polls run on (``activities.world_time``).
             batch_v1: ``kubernetes.client.BatchV1Api`` for the NCCL check's Job
                 (default: one on ``core_v1``'s API client).
         """
         self._core = core_v1
         self._settings = settings
         batch = batch_v1 if batch_v1 is not None else k8s.BatchV1Api(core_v1.api_client)
-        self._nccl = NcclJobs(batch, core_v1, settings)
+        self._nccl = NcclJobs(batch, core_v1, settings, world)
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this class, for a worker's registration."""

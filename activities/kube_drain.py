@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation.contracts import DrainResult
 from gpu_remediation.settings import Settings
 
@@ -31,15 +32,17 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 class Drainer:
     """Evicts a node's GPU pods."""
 
-    def __init__(self, core_v1: Any, settings: Settings) -> None:
+    def __init__(self, core_v1: Any, settings: Settings, world: WorldTime = REAL_TIME) -> None:
         """Bind to the core API.
 
         Args:
             core_v1: ``kubernetes.client.CoreV1Api``.
             settings: GPU resource name and the eviction retry interval.
+            world: The timeline the waits run on (``activities.world_time``).
         """
         self._core = core_v1
         self._settings = settings
+        self._world = world
 
     async def gpu_pods(self, node: str) -> list[Any]:
         """The running GPU pods on ``node`` that a drain would evict."""
@@ -61,12 +64,11 @@ class Drainer:
             ApplicationError: ``PdbMisconfigured`` (non-retryable) when the API
                 refuses an eviction because several budgets match a pod.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        deadline = await self._world.now() + timeout_s
         pending = {pod.metadata.uid: pod for pod in await self.gpu_pods(node)}
         evicted: list[str] = []
         refused: list[str] = []
-        while pending and loop.time() < deadline:
+        while pending and await self._world.now() < deadline:
             for uid, pod in list(pending.items()):
                 outcome = await self._evict(pod)
                 if outcome == "evicted":
@@ -79,7 +81,7 @@ class Drainer:
                 {"evicted": len(evicted), "blocked": [_name(p) for p in pending.values()]}
             )
             if pending:
-                await asyncio.sleep(self._settings.eviction_retry.total_seconds())
+                await self._world.sleep(self._settings.eviction_retry.total_seconds())
         remaining = await self._wait_gone(node, evicted, deadline)
         remaining += [_name(pod) for pod in pending.values()] + refused
         return DrainResult(evicted_uids=evicted, remaining=sorted(remaining))
@@ -147,17 +149,16 @@ class Drainer:
 
     async def _wait_gone(self, node: str, uids: list[str], deadline: float) -> list[str]:
         """Wait until no pod with an evicted UID remains; return those that do."""
-        loop = asyncio.get_running_loop()
         wanted = set(uids)
         while True:
             pods = await asyncio.to_thread(
                 self._core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}"
             )
             left = [_name(p) for p in pods.items if p.metadata.uid in wanted]
-            if not left or loop.time() >= deadline:
+            if not left or await self._world.now() >= deadline:
                 return left
             activity.heartbeat({"terminating": left})
-            await asyncio.sleep(self._settings.poll_interval.total_seconds())
+            await self._world.sleep(self._settings.poll_interval.total_seconds())
 
 
 def _name(pod: Any) -> str:

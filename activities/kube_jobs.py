@@ -34,6 +34,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.host_commands import ENCODED_MARKER, CommandOutcome, HostCommand, resumable
 from activities.kubernetes import api_error, read_pinned_node
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation.contracts import NodePin
 from gpu_remediation.settings import Settings
 
@@ -64,17 +65,21 @@ to keep its output small. Above the encoded-output cap (host_command.MAX_ENCODED
 class JobExecutor:
     """Runs host commands as Kubernetes Jobs on the node itself."""
 
-    def __init__(self, batch_v1: Any, core_v1: Any, settings: Settings) -> None:
+    def __init__(
+        self, batch_v1: Any, core_v1: Any, settings: Settings, world: WorldTime = REAL_TIME
+    ) -> None:
         """Bind to the API clients.
 
         Args:
             batch_v1: ``kubernetes.client.BatchV1Api``.
             core_v1: ``kubernetes.client.CoreV1Api`` (the pod's status and log).
             settings: Namespace, image and poll interval.
+            world: The timeline the polls run on (``activities.world_time``).
         """
         self._batch = batch_v1
         self._core = core_v1
         self._settings = settings
+        self._world = world
 
     async def run(self, node: str, provider_id: str, command: HostCommand) -> CommandOutcome:
         """Create the Job (or resume it) and wait for its pod to finish.
@@ -202,7 +207,7 @@ class JobExecutor:
                     type="HostCommandFailed",
                 )
             activity.heartbeat(_details(name, command, [p.metadata.name for p in pods]))
-            await asyncio.sleep(self._settings.poll_interval.total_seconds())
+            await self._world.sleep(self._settings.poll_interval.total_seconds())
 
     async def _pods(self, name: str) -> list[Any]:
         try:

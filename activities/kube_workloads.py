@@ -22,6 +22,7 @@ from temporalio import activity
 
 from activities.kube_drain import Drainer
 from activities.kubernetes import call_api
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation import job_contracts as j
 from gpu_remediation.ids import Activities
 from gpu_remediation.jobs import (
@@ -40,15 +41,17 @@ MAX_JOBS = 64
 class WorkloadActivities:
     """Activities that find a node's jobs and ask them to checkpoint."""
 
-    def __init__(self, core_v1: Any, settings: Settings) -> None:
+    def __init__(self, core_v1: Any, settings: Settings, world: WorldTime = REAL_TIME) -> None:
         """Bind to the core API.
 
         Args:
             core_v1: ``kubernetes.client.CoreV1Api``.
             settings: The GPU resource name.
+            world: The timeline requests' deadlines are judged on (``activities.world_time``).
         """
         self._core = core_v1
-        self._drainer = Drainer(core_v1, settings)
+        self._world = world
+        self._drainer = Drainer(core_v1, settings, world)
 
     def all(self) -> list[Callable[..., Any]]:
         """The activities, for a worker's registration."""
@@ -94,6 +97,7 @@ class WorkloadActivities:
         """
         requested = 0
         asked: list[j.AskedPod] = []
+        now = await self._world.wall()
         for job in input.jobs:
             if not job.checkpoint_supported:
                 continue
@@ -106,7 +110,7 @@ class WorkloadActivities:
                 job=job.display,
             ).annotation()
             for pod in await self._job_pods(job.namespace, job.label_key, job.name):
-                if _asked_by_another(pod, input.request_incident):
+                if _asked_by_another(pod, input.request_incident, now):
                     # One request per pod: the job is already saving for an
                     # incident on another of its nodes; that answer goes there.
                     activity.logger.info(
@@ -201,7 +205,7 @@ def _request_incident(value: str | None) -> str | None:
         return None  # not ours to judge: a garbled request is overwritten
 
 
-def _asked_by_another(pod: Any, incident: str) -> bool:
+def _asked_by_another(pod: Any, incident: str, now: datetime) -> bool:
     """Whether the pod carries another incident's request whose deadline is still ahead."""
     value = (pod.metadata.annotations or {}).get(REQUEST_ANNOTATION)
     if not value:
@@ -210,7 +214,7 @@ def _asked_by_another(pod: Any, incident: str) -> bool:
         other = CheckpointRequest.model_validate_json(value)
     except ValidationError:
         return False
-    return other.incident != incident and other.deadline > datetime.now(UTC)
+    return other.incident != incident and other.deadline > now
 
 
 def _name(pod: Any) -> str:

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 from activities.kube_drain import Drainer
 from activities.kube_nodes import NodeSummary, list_node_summaries
 from activities.node_pin import check_pin
+from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
 from gpu_remediation.settings import Settings
@@ -48,18 +49,22 @@ CONFLICT_RETRIES = 10
 class KubernetesActivities:
     """Activities that act on Nodes, Pods, Events and Karpenter NodeClaims."""
 
-    def __init__(self, core_v1: Any, custom: Any, settings: Settings) -> None:
+    def __init__(
+        self, core_v1: Any, custom: Any, settings: Settings, world: WorldTime = REAL_TIME
+    ) -> None:
         """Bind to the API clients.
 
         Args:
             core_v1: ``kubernetes.client.CoreV1Api``.
             custom: ``kubernetes.client.CustomObjectsApi`` (NodeClaims).
             settings: Label, taint and namespace names, intervals.
+            world: The timeline the waits run on (``activities.world_time``).
         """
         self._core = core_v1
         self._custom = custom
         self._settings = settings
-        self._drainer = Drainer(core_v1, settings)
+        self._world = world
+        self._drainer = Drainer(core_v1, settings, world)
 
     @activity.defn(name=Activities.READ_NODE_HEALTH)
     async def read_node_health(self, input: c.ReadNodeHealthInput) -> c.NodeHealth:
@@ -260,8 +265,7 @@ class KubernetesActivities:
         has claimed (nodes from the deletion's own second last); the claim
         (``gpu-remediation.io/replaces``) makes a retry return the same node.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + input.timeout_s
+        deadline = await self._world.now() + input.timeout_s
         since = input.since.replace(microsecond=0)  # creationTimestamp has 1 s resolution
         selector = (
             f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
@@ -283,14 +287,14 @@ class KubernetesActivities:
             )
             if new_node is not None:
                 return c.ReplacementResult(old_node_gone=True, new_node=new_node)
-            if loop.time() >= deadline:
+            if await self._world.now() >= deadline:
                 raise ApplicationError(
                     f"replacement of {input.node} not complete within {input.timeout_s:.0f}s "
                     f"(old node gone: {old is None}, new Ready nodes: "
                     f"{_claims(fresh) or 'none'})",
                     type="ReplacementIncomplete",
                 )
-            await asyncio.sleep(self._settings.poll_interval.total_seconds())
+            await self._world.sleep(self._settings.poll_interval.total_seconds())
 
     async def _claim_replacement(self, old: str, candidates: list[Any]) -> str | None:
         """Claim the first candidate no other replacement holds; None if all are taken."""

@@ -57,6 +57,14 @@ class Settings(Model):
     gpu_resource: str = "nvidia.com/gpu"
     eviction_retry: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
     poll_interval: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
+    world_time: Literal["real", "test-server"] = Field(
+        default="real",
+        description=(
+            "The timeline activities wait for the world on: real time, or (the clock-free "
+            "what-if only, ADR 018) the clock of the Temporal time-skipping test server the "
+            "worker is connected to."
+        ),
+    )
     # Observability (the service commands: worker, watcher; the receiver has its own flags).
     metrics_bind: str | None = Field(
         default=None,

@@ -29,12 +29,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
 
-from google.protobuf.empty_pb2 import Empty
-from temporalio.api.testservice.v1 import SleepRequest
 from temporalio.client import Client
 
+from activities.world_time import TestServerTime
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
 
@@ -47,23 +45,6 @@ runs at the later one."""
 
 Barrier = Callable[[], Awaitable[None]]
 """Awaited before each step: returns once a part that reacts to the fleet caught up."""
-
-
-async def server_time(client: Client) -> datetime:
-    """The time-skipping test server's current time (UTC)."""
-    response = await client.test_service.get_current_time(Empty())
-    return response.time.ToDatetime().replace(tzinfo=UTC)
-
-
-async def sleep_on_server(client: Client, seconds: float) -> None:
-    """Let the server's time move ``seconds`` (skipping unless something holds it), then hold it.
-
-    The caller must hold one of the server's time locks (the driver holds the one
-    the server starts with; an activity holds its own while it runs).
-    """
-    request = SleepRequest()
-    request.duration.FromTimedelta(timedelta(seconds=max(0.0, seconds)))
-    await client.test_service.unlock_time_skipping_with_sleep(request)
 
 
 class ServerTimeDriver:
@@ -88,7 +69,7 @@ class ServerTimeDriver:
     ) -> None:
         if not step > 0:
             raise ValueError(f"the step must be positive simulated seconds, got {step!r}")
-        self._client = client
+        self._server = TestServerTime(client)
         self._clock = clock
         self._scheduler = scheduler
         self._step = step
@@ -117,7 +98,7 @@ class ServerTimeDriver:
             loop.call_soon_threadsafe(self._went_idle, wakes)
 
         self._scheduler.on_idle = on_idle
-        self._clock.anchor(await server_time(self._client))
+        self._clock.anchor(await self._server.wall())
         self._task = asyncio.create_task(self._run(), name="server-time-driver")
 
     async def stop(self) -> None:
@@ -154,7 +135,7 @@ class ServerTimeDriver:
                 await barrier()
             target = self._clock.now() + self._step
             began = time.monotonic()
-            await sleep_on_server(self._client, self._step)
+            await self._server.sleep(self._step)
             self.real_waiting += time.monotonic() - began
             self.steps += 1
             self._clock.advance(target)

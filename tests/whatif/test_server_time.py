@@ -15,10 +15,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.world_time import TestServerTime
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
 from tests.conftest import assert_eventually
-from whatif.server_time import ServerTimeDriver, server_time
+from whatif.server_time import ServerTimeDriver
 
 STEP = 15.0
 
@@ -60,7 +61,7 @@ async def test_the_fleets_events_run_at_their_time_on_the_servers_clock(
 
     for due in (10.0, 100.0, 7200.0):
         scheduler.call_at(due, functools.partial(record, due))
-    began = await server_time(plain_client)
+    began = await TestServerTime(plain_client).wall()
     driver = await _drive(plain_client, clock, scheduler)
     try:
 
@@ -70,7 +71,7 @@ async def test_the_fleets_events_run_at_their_time_on_the_servers_clock(
         await assert_eventually(done, lambda n: n == 3, timeout=60)
     finally:
         await driver.stop()
-    elapsed = (await server_time(plain_client) - began).total_seconds()
+    elapsed = (await TestServerTime(plain_client).wall() - began).total_seconds()
     for due, at in ran.items():
         assert due <= at <= due + STEP, (due, at)
     # The server's time is the fleet's (plus the real seconds the test took while
