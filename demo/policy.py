@@ -132,6 +132,25 @@ def scale_policy(
     return Policy.model_validate(data)
 
 
+CLOCK_FREE_HEARTBEAT = timedelta(hours=1)
+"""The heartbeat timeout on the clock-free comparison's server (the policy's maximum)."""
+
+
+def clock_free_policy(policy: Policy) -> Policy:
+    """``policy`` for the clock-free comparison (ADR 018): its durations as written.
+
+    The fleet's clock is the time-skipping server's, so nothing is scaled. Only the
+    heartbeat timeout grows to its maximum: between two looks at the world an
+    activity hands the server's time back, and the server may skip many steps
+    before the activity's heartbeat (sent by the SDK in real time) reaches it; a
+    2-minute net of the server's time could then expire under an activity that
+    is well. It stays a liveness net (the windows are workflow timers).
+    """
+    data = policy.model_dump(mode="python")
+    data["timeouts"]["heartbeat"] = CLOCK_FREE_HEARTBEAT
+    return Policy.model_validate(data)
+
+
 def demo_defaults() -> Policy:
     """The policy the demo runs without ``--policy`` (not yet scaled): ``DEMO_DEFAULTS``."""
     return parse_policy(DEMO_DEFAULTS, "<demo defaults>")

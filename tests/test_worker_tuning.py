@@ -15,7 +15,7 @@ from gpu_remediation.workflow_models import NodeRemediationInput
 from tests.conftest import own_semaphore
 from tests.doubles import FakeFleet
 from tests.workflows.node_support import policy, xid
-from worker import build_worker, worker_tuning
+from worker import HEARTBEAT_NOW, build_worker, worker_tuning
 from workflows.node_remediation import NodeRemediationWorkflow
 
 TUNED = {
@@ -79,3 +79,10 @@ async def test_a_tuned_worker_runs_an_incident_to_its_end(
         )
         result = await handle.result()
     assert result.outcome == Outcome.REPAIRED
+
+
+def test_a_worker_on_the_test_servers_clock_sends_each_heartbeat_at_once() -> None:
+    options = worker_tuning(Settings(world_time="test-server"))
+    assert options["max_heartbeat_throttle_interval"] == HEARTBEAT_NOW
+    assert options["default_heartbeat_throttle_interval"] == HEARTBEAT_NOW
+    assert "max_heartbeat_throttle_interval" not in worker_tuning(Settings())

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from demo.policy import MIN_ACTIVITY_TIMEOUT, scale_policy
+from demo.policy import (
+    CLOCK_FREE_HEARTBEAT,
+    MIN_ACTIVITY_TIMEOUT,
+    clock_free_policy,
+    scale_policy,
+)
 from gpu_remediation.policy_loader import load_policy, parse_policy
 
 
@@ -34,3 +39,11 @@ def test_a_floor_never_lengthens_an_activity_timeout_the_policy_made_shorter() -
     policy = scale_policy(parse_policy("timeouts: {bookkeeping: 4s, heartbeat: 6s}"), 600)
     assert policy.timeouts.bookkeeping == timedelta(seconds=4)
     assert policy.timeouts.heartbeat == timedelta(seconds=6)
+
+
+def test_the_clock_free_policy_keeps_every_duration_and_lengthens_only_the_heartbeat_net() -> None:
+    policy = load_policy()
+    free = clock_free_policy(policy)
+    assert free.timeouts.heartbeat == CLOCK_FREE_HEARTBEAT
+    assert free.model_dump(exclude={"timeouts"}) == policy.model_dump(exclude={"timeouts"})
+    assert free.timeouts.bookkeeping == policy.timeouts.bookkeeping
