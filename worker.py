@@ -50,7 +50,7 @@ from activities.temporal import TemporalActivities
 from activities.temporal_admission import AdmissionTemporalActivities
 from activities.world_time import REAL_TIME, TestServerTime, WorldTime
 from gpu_remediation.health import HealthServer
-from gpu_remediation.ids import TASK_QUEUE
+from gpu_remediation.ids import TASK_QUEUE, WORKER_POLLING
 from gpu_remediation.logging_setup import ActivityLogContextInterceptor, configure_logging
 from gpu_remediation.process_exit import exit_now
 from gpu_remediation.settings import Settings
@@ -271,7 +271,8 @@ async def main() -> None:
         await health.start()
     try:
         async with worker:
-            log.info("worker polling task queue %s (tuning: %s)", task_queue, tuning or "defaults")
+            # The demo reads this line where the server cannot describe a task queue.
+            log.info("%s %s (tuning: %s)", WORKER_POLLING, task_queue, tuning or "defaults")
             await stop.wait()
             log.info("shutting down (up to %s for running activities)", GRACEFUL_SHUTDOWN)
     finally:

@@ -10,6 +10,10 @@ import re
 
 TASK_QUEUE = "gpu-remediation"
 
+WORKER_POLLING = "worker polling task queue"
+"""The worker's log line (then the queue) once it polls: readiness where the server
+cannot describe a task queue (the time-skipping test server)."""
+
 SEMAPHORE_WORKFLOW_ID = "gpu-remediation/replacement-semaphore"
 
 
