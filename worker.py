@@ -56,6 +56,7 @@ from gpu_remediation.process_exit import exit_now
 from gpu_remediation.settings import Settings
 from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
+from gpu_remediation.visibility import ListingVisibility, Visibility
 from workflows.metrics import HISTOGRAM_BUCKETS
 from workflows.node_admission import NodeAdmissionWorkflow
 from workflows.node_remediation import NodeRemediationWorkflow
@@ -98,6 +99,7 @@ def build_worker(
     task_queue: str = TASK_QUEUE,
     *,
     production: bool = False,
+    visibility: Visibility | None = None,
     **options: Any,
 ) -> Worker:
     """Create a worker with every workflow of the project and the given activities.
@@ -113,6 +115,8 @@ def build_worker(
         task_queue: Task queue to poll.
         production: Use the production sandbox (``production_runner``); False,
             the default, checks every workflow's code in the full sandbox.
+        visibility: Where the Temporal activities list runs; None: the server's
+            visibility (``ListingVisibility`` on the time-skipping test server).
         **options: Further ``temporalio.worker.Worker`` options.
     """
     if production:
@@ -120,7 +124,10 @@ def build_worker(
     given = {activity_name(a) for a in activities}
     temporal = [
         a
-        for a in (*TemporalActivities(client).all(), *AdmissionTemporalActivities(client).all())
+        for a in (
+            *TemporalActivities(client, visibility).all(),
+            *AdmissionTemporalActivities(client).all(),
+        )
         if activity_name(a) not in given
     ]
     return Worker(
@@ -259,6 +266,7 @@ async def main() -> None:
         production_activities(settings, world_time_for(settings, client)),
         task_queue,
         production=True,
+        visibility=ListingVisibility(client) if settings.world_time == "test-server" else None,
         **tuning,
     )
     stop = asyncio.Event()

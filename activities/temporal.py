@@ -34,19 +34,23 @@ from gpu_remediation.search_attributes import (
     SA_PROVIDER_ID,
 )
 from gpu_remediation.semaphore_models import SemaphoreInput
+from gpu_remediation.visibility import ServerVisibility, Visibility
 from gpu_remediation.workflow_models import NodeRemediationResult, RungAttempt
 
 
 class TemporalActivities:
     """Activities needing a Temporal client (injected: it carries the data converter)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, visibility: Visibility | None = None) -> None:
         """Keep the client used to start workflows.
 
         Args:
             client: A client using the pydantic data converter.
+            visibility: Where runs are listed and counted; None: the server's
+                visibility (``ListingVisibility`` on the time-skipping test server).
         """
         self._client = client
+        self._visibility = visibility or ServerVisibility(client)
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this class, for a worker's registration."""
@@ -107,11 +111,11 @@ class TemporalActivities:
         incidents = 0
         attempts: list[RungAttempt] = []
         runs = 0
-        async for execution in self._client.list_workflows(query, limit=input.max_runs):
+        async for execution in self._visibility.list(query, limit=input.max_runs):
             if execution.run_id == input.current_run_id:
                 continue
             runs += 1
-            outcome = execution.typed_search_attributes.get(SA_OUTCOME)
+            outcome = execution.search_attributes.get(SA_OUTCOME)
             if outcome in _NOT_INCIDENTS:
                 continue
             closed = execution.close_time
@@ -153,8 +157,7 @@ class TemporalActivities:
         )
         if input.node_pool is not None:
             query += f" AND {SA_NODE_POOL.name} = '{_quoted(input.node_pool)}'"
-        counted = await self._client.count_workflows(query)
-        return ReplacementCount(count=counted.count)
+        return ReplacementCount(count=await self._visibility.count(query))
 
 
 # Outcomes of runs that never touched the node: not incidents for the repeat rule.

@@ -22,6 +22,7 @@ from gpu_remediation.admission_models import (
     AdmissionResult,
 )
 from gpu_remediation.ids import admissions_query
+from gpu_remediation.visibility import ServerVisibility, Visibility
 
 
 class ArrivalGroup(BaseModel):
@@ -54,11 +55,17 @@ class AdmissionSummary(BaseModel):
     """Dead-on-arrival rate by pool, instance type and zone (the metrics' labels)."""
 
 
-async def admission_results(client: Client, cluster: str) -> tuple[list[AdmissionResult], int]:
-    """The closed admissions of ``cluster`` (oldest first) and how many still run."""
+async def admission_results(
+    client: Client, cluster: str, visibility: Visibility | None = None
+) -> tuple[list[AdmissionResult], int]:
+    """The closed admissions of ``cluster`` (oldest first) and how many still run.
+
+    ``visibility`` lists the runs (None: the server's visibility).
+    """
     results: list[AdmissionResult] = []
     running = 0
-    async for execution in client.list_workflows(admissions_query(cluster)):
+    listing = visibility or ServerVisibility(client)
+    async for execution in listing.list(admissions_query(cluster)):
         if execution.close_time is None:
             running += 1
             continue

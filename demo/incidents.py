@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 
 from temporalio.client import (
     Client,
-    WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
@@ -27,6 +26,7 @@ from temporalio.service import RPCError
 from gpu_remediation.ids import NODE_WORKFLOW_TYPE, Queries, node_workflow_id
 from gpu_remediation.models import Outcome, Rung
 from gpu_remediation.search_attributes import SA_FAULT_CLASS, SA_NODE_POOL, SA_OUTCOME, SA_RUNG
+from gpu_remediation.visibility import Execution, ServerVisibility, Visibility
 from gpu_remediation.workflow_models import NodeRemediationState
 
 QUERY_CONCURRENCY = 8
@@ -103,10 +103,12 @@ class IncidentBook:
     Args:
         client: Temporal client (pydantic data converter).
         cluster: The cluster the incidents belong to (their workflow id prefix).
+        visibility: Where runs are listed; None: the server's visibility.
     """
 
-    def __init__(self, client: Client, cluster: str) -> None:
+    def __init__(self, client: Client, cluster: str, visibility: Visibility | None = None) -> None:
         self._client = client
+        self._visibility = visibility or ServerVisibility(client)
         self._prefix = node_workflow_id(cluster, "n").removesuffix("n")
         self.incidents: dict[tuple[str, str], Incident] = {}
 
@@ -121,11 +123,11 @@ class IncidentBook:
 
     async def refresh_list(self) -> list[Incident]:
         """List the runs through visibility; returns them oldest first."""
-        async for execution in self._client.list_workflows(self.query):
+        async for execution in self._visibility.list(self.query):
             self._seen(execution)
         return sorted(self.incidents.values(), key=lambda i: (i.started_at, i.node))
 
-    def _seen(self, execution: WorkflowExecution) -> None:
+    def _seen(self, execution: Execution) -> None:
         key = (execution.id, execution.run_id)
         incident = self.incidents.get(key)
         if incident is None:
@@ -136,7 +138,7 @@ class IncidentBook:
                 started_at=execution.start_time,
             )
             self.incidents[key] = incident
-        attributes = execution.typed_search_attributes
+        attributes = execution.search_attributes
         incident.closed = execution.status not in (None, WorkflowExecutionStatus.RUNNING)
         incident.pool = attributes.get(SA_NODE_POOL) or incident.pool
         incident.fault_class = attributes.get(SA_FAULT_CLASS) or incident.fault_class

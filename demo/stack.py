@@ -23,7 +23,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -36,8 +36,10 @@ from demo.server import free_port
 from demo.worker_process import WorkerProcess
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, TASK_QUEUE
 from gpu_remediation.policy import Policy
+from gpu_remediation.visibility import ListingVisibility, ServerVisibility, Visibility
 from simulator.alertmanager import AlertmanagerTimings, SimulatedAlertmanager, fleet_alerts
 from simulator.fleet import Fleet, FleetConfig
+from simulator.fleet.clock import FleetClock, SteppedClock
 from triggers.starter import IncidentStarter
 
 if TYPE_CHECKING:
@@ -71,6 +73,10 @@ class StackOptions:
         alerts: Also run the Alertmanager webhook receiver (a child process) fed by a
             simulated Alertmanager (``simulator.alertmanager``) with these timings: a
             second trigger path beside the watcher. None: no receiver.
+        clock: The fleet's clock; None: paced by real time at the fleet's factor. A
+            ``SteppedClock`` (the clock-free what-if, ADR 018) is the time-skipping
+            test server's: the watcher then reads it, and every listing of runs goes
+            through ``ListingVisibility`` (that server has no visibility).
     """
 
     fleet: FleetConfig
@@ -86,6 +92,12 @@ class StackOptions:
     relay: bool = True
     before_clock: Callable[[DemoStack], Awaitable[None]] | None = None
     alerts: AlertmanagerTimings | None = None
+    clock: FleetClock | None = None
+
+    @property
+    def on_test_server(self) -> bool:
+        """Whether the stack runs on the time-skipping test server's clock."""
+        return isinstance(self.clock, SteppedClock)
 
 
 class DemoStack:
@@ -100,15 +112,19 @@ class DemoStack:
     def __init__(self, client: Client, address: str, options: StackOptions) -> None:
         self.client = client
         self.options = options
-        self.fleet = Fleet(options.fleet)
+        self.fleet = Fleet(options.fleet, clock=options.clock)
+        self.visibility: Visibility = (
+            ListingVisibility(client) if options.on_test_server else ServerVisibility(client)
+        )
         self.starter = IncidentStarter(
             client,
             cluster=options.cluster,
             policy=options.policy,
             task_queue=options.task_queue,
             semaphore_workflow_id=options.semaphore_workflow_id,
+            visibility=self.visibility,
         )
-        self.book = IncidentBook(client, options.cluster)
+        self.book = IncidentBook(client, options.cluster, self.visibility)
         self.worker = WorkerProcess(
             address=address,
             namespace=client.namespace,
@@ -130,8 +146,10 @@ class DemoStack:
     def worker_env(self) -> dict[str, str]:
         """The environment that points ``remediate worker`` at the fleet."""
         poll = self.options.poll_interval.total_seconds()
+        world = {"GPU_REMEDIATION_WORLD_TIME": "test-server"} if self.options.on_test_server else {}
         return {
             **self.fleet.env(),
+            **world,
             "GPU_REMEDIATION_CLUSTER": self.options.cluster,
             # ISO 8601: what pydantic reads from a string for a timedelta.
             "GPU_REMEDIATION_POLL_INTERVAL": f"PT{poll:.3f}S",
@@ -177,6 +195,11 @@ class DemoStack:
 
         self._api = kube_api_client(self.fleet.worker_settings())
         backoff_initial, backoff_max = self.options.watcher_backoff
+        fleet_clock = self.fleet.clock
+        # On the test server's clock, grace periods are the fleet's time.
+        now: Callable[[], datetime] = (
+            fleet_clock.wall if isinstance(fleet_clock, SteppedClock) else lambda: datetime.now(UTC)
+        )
         self.watcher = NodeConditionWatcher(
             self._api,
             self.starter,
@@ -184,6 +207,7 @@ class DemoStack:
             tick_interval=self.options.watcher_tick,
             backoff_initial=backoff_initial,
             backoff_max=backoff_max,
+            clock=now,
         )
         self._watch_stop = asyncio.Event()
         self._watch_task = asyncio.create_task(self.watcher.run(self._watch_stop))

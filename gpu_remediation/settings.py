@@ -62,7 +62,7 @@ class Settings(Model):
         description=(
             "The timeline activities wait for the world on: real time, or (the clock-free "
             "what-if only, ADR 018) the clock of the Temporal time-skipping test server the "
-            "worker is connected to."
+            "worker is connected to; there the worker also lists runs without visibility."
         ),
     )
     # Observability (the service commands: worker, watcher; the receiver has its own flags).

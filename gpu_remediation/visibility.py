@@ -28,21 +28,23 @@ comparison at all, ``!=`` included (Elasticsearch visibility would match
 ``!=`` there; no query of this project depends on the difference). Field names
 are case-sensitive, the keywords ``AND`` and ``STARTS_WITH`` are not. Strings
 are quoted with ``'`` (or ``"``); a quote inside is doubled or escaped with a
-backslash, as MySQL reads them (``\\n``, ``\\t`` and the like decoded, any other
-escaped character taken as it is).
+backslash, as MySQL reads them (a backslash before ``n``, ``t``, ``r``, ``b``, ``0``
+or ``Z`` makes that control character, before any other character that character).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import re
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import (
     ListClosedWorkflowExecutionsRequest,
     ListOpenWorkflowExecutionsRequest,
@@ -174,8 +176,9 @@ class ListingVisibility:
     """Visibility for the time-skipping test server, which has no visibility queries.
 
     Each call lists every run with ``ListOpenWorkflowExecutions`` and then
-    ``ListClosedWorkflowExecutions`` (in that order, so a run closing between
-    the two is seen at least once; a run seen twice counts once), describes
+    ``ListClosedWorkflowExecutions``, page after page (the test server sends
+    one page of all; in that order, so a run closing between the two is seen at
+    least once, and a run seen twice counts once), describes
     each run whose id, type and start time can match (a closed run only once:
     it never changes again; an open one every time) and evaluates the query
     (:func:`parse_query`) on the descriptions. A run that is gone when it is
@@ -244,18 +247,11 @@ class ListingVisibility:
         self, query: str, rpc_timeout: timedelta | None
     ) -> builtins.list[Execution]:
         parsed = parse_query(query, keyword_attributes=self._keywords)
-        namespace = self._client.namespace
-        service = self._client.workflow_service
-        opened = await service.list_open_workflow_executions(
-            ListOpenWorkflowExecutionsRequest(namespace=namespace), timeout=rpc_timeout
-        )
-        closed = await service.list_closed_workflow_executions(
-            ListClosedWorkflowExecutionsRequest(namespace=namespace), timeout=rpc_timeout
-        )
+        listed = await self._listed(rpc_timeout)
         known: builtins.list[Execution] = []
         to_describe: builtins.list[tuple[str, str]] = []
         seen: set[tuple[str, str]] = set()
-        for info in (*opened.executions, *closed.executions):
+        for info in listed:
             key = (info.execution.workflow_id, info.execution.run_id)
             if key in seen:
                 continue
@@ -278,6 +274,32 @@ class ListingVisibility:
         described = await asyncio.gather(*(describe(key) for key in to_describe))
         known.extend(execution for execution in described if execution is not None)
         return [execution for execution in known if parsed.matches(execution)]
+
+    async def _listed(self, rpc_timeout: timedelta | None) -> builtins.list[WorkflowExecutionInfo]:
+        """Every open run, then every closed one (the test server sends one page of all)."""
+        namespace = self._client.namespace
+        service = self._client.workflow_service
+        rows: builtins.list[WorkflowExecutionInfo] = []
+        token = b""
+        while True:
+            opened = await service.list_open_workflow_executions(
+                ListOpenWorkflowExecutionsRequest(namespace=namespace, next_page_token=token),
+                timeout=rpc_timeout,
+            )
+            rows.extend(opened.executions)
+            token = opened.next_page_token
+            if not token:
+                break
+        while True:
+            closed = await service.list_closed_workflow_executions(
+                ListClosedWorkflowExecutionsRequest(namespace=namespace, next_page_token=token),
+                timeout=rpc_timeout,
+            )
+            rows.extend(closed.executions)
+            token = closed.next_page_token
+            if not token:
+                break
+        return rows
 
     async def _describe(
         self, workflow_id: str, run_id: str, rpc_timeout: timedelta | None
@@ -366,7 +388,9 @@ class Comparison:
     field: str
     operator: Operator
     value: str
-    _moment: datetime | None = field(default=None, init=False, repr=False, compare=False)
+    _moment: datetime | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.field == _STATUS and self.value not in _STATUSES:
@@ -484,7 +508,7 @@ def parse_query(
 
 @dataclass(frozen=True)
 class _Token:
-    kind: str  # "word", "operator" or "string"
+    kind: str  # "word", "operator", "string" or "other" (a character outside the subset)
     text: str
     position: int
 
@@ -519,11 +543,9 @@ def _tokens(query: str) -> builtins.list[_Token]:
             text, i = _string(query, i)
             tokens.append(_Token("string", text, start))
         else:
-            what = "parentheses" if char in "()" else f"the character {char!r}"
-            raise ValueError(
-                f"unsupported visibility query: {what} at position {start} of {query!r} "
-                "(only comparisons joined by AND are supported)"
-            )
+            # Refused by the parser when it gets there, so errors come in the query's order.
+            tokens.append(_Token("other", char, start))
+            i += 1
     return tokens
 
 

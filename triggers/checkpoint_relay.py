@@ -113,7 +113,7 @@ class CheckpointRelay:
             backoff_max=backoff_max,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | asyncio.Future[None]] | None = None
         self._answers: dict[str, str] = {}
         """Pod uid to the last answer relayed for it (an unchanged answer is not resent)."""
         self._ended: set[str] = set()
@@ -135,12 +135,13 @@ class CheckpointRelay:
         stopped = asyncio.create_task(stop.wait())
         try:
             while not stop.is_set():
+                marks: list[asyncio.Future[None]] = []
                 getter = asyncio.create_task(self._queue.get())
                 await asyncio.wait({getter, stopped}, timeout=1.0, return_when="FIRST_COMPLETED")
                 if getter.done():
-                    self._examine(*getter.result())
+                    self._take(getter.result(), marks)
                     while not self._queue.empty():
-                        self._examine(*self._queue.get_nowait())
+                        self._take(self._queue.get_nowait(), marks)
                 else:
                     getter.cancel()
                 if self._outbox and time.monotonic() >= retry_at:
@@ -150,6 +151,9 @@ class CheckpointRelay:
                         failures += 1
                         delay = min(self._backoff_initial * 2 ** (failures - 1), self._backoff_max)
                         retry_at = time.monotonic() + delay
+                for mark in marks:
+                    if not mark.done():
+                        mark.set_result(None)
         finally:
             stopped.cancel()
             deadline = time.monotonic() + 5.0
@@ -158,7 +162,34 @@ class CheckpointRelay:
                 await asyncio.to_thread(thread.join, 0.1)
             if self._outbox:
                 log.warning("stopping with %d unsent signal(s)", len(self._outbox))
+            while not self._queue.empty():  # nobody waits for a stopped relay
+                item = self._queue.get_nowait()
+                if isinstance(item, asyncio.Future) and not item.done():
+                    item.set_result(None)
             self._loop = self._queue = None
+
+    async def synced(self) -> None:
+        """Return once every pod event handed on so far is examined and its signal sent.
+
+        The clock-free what-if awaits it before simulated time moves on (see
+        ``NodeConditionWatcher.synced``). Returns at once when not running.
+        """
+        loop, queue = self._loop, self._queue
+        if loop is None or queue is None:
+            return
+        mark: asyncio.Future[None] = loop.create_future()
+        loop.call_soon(queue.put_nowait, mark)  # behind what the watch thread handed over
+        await mark
+
+    def _take(
+        self,
+        item: tuple[str, dict[str, Any]] | asyncio.Future[None],
+        marks: list[asyncio.Future[None]],
+    ) -> None:
+        if isinstance(item, asyncio.Future):
+            marks.append(item)
+        else:
+            self._examine(*item)
 
     # ------------------------------------------------------------ the watch thread
 

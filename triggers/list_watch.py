@@ -62,6 +62,8 @@ class ListWatch:
         self._selector = selector
         self._on_list = on_list
         self._on_event = on_event
+        self.delivered_version = 0
+        """The resourceVersion of the last list or event handed on (0: none yet)."""
         self._kind = kind
         self._watch_timeout = watch_timeout
         self._page_size = page_size
@@ -165,6 +167,7 @@ class ListWatch:
             version,
         )
         self._on_list(items)
+        self._delivered(version)
         return version
 
     def _follow(self, version: str) -> tuple[str, bool]:
@@ -208,7 +211,16 @@ class ListWatch:
             self._on_event(kind, obj)
         elif kind != "BOOKMARK":
             log.warning("ignoring a watch event of type %r", kind)
-        return version if isinstance(version, str) and version else None
+        if not isinstance(version, str) or not version:
+            return None
+        self._delivered(version)
+        return version
+
+    def _delivered(self, version: str) -> None:
+        # Kubernetes calls resource versions opaque; the emulator's (and etcd's) are
+        # integers, and only the clock-free what-if reads this.
+        if version.isdigit():
+            self.delivered_version = max(self.delivered_version, int(version))
 
 
 class _RawWatch(k8s_watch.Watch):  # type: ignore[misc]

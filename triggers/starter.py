@@ -41,6 +41,7 @@ from gpu_remediation.incident_summary import start_summary
 from gpu_remediation.models import Evidence, EvidenceReport
 from gpu_remediation.policy import Policy
 from gpu_remediation.search_attributes import start_search_attributes
+from gpu_remediation.visibility import ServerVisibility, Visibility
 from gpu_remediation.workflow_models import NodeRemediationInput, NodeRemediationState
 
 log = logging.getLogger("gpu_remediation.starter")
@@ -116,6 +117,7 @@ class IncidentStarter:
         policy: Policy the incident runs under if this report starts it.
         task_queue: Task queue of the remediation workers.
         semaphore_workflow_id: The replacement semaphore the incidents share.
+        visibility: Where running incidents are listed; None: the server's visibility.
     """
 
     def __init__(
@@ -126,8 +128,10 @@ class IncidentStarter:
         policy: Policy,
         task_queue: str = TASK_QUEUE,
         semaphore_workflow_id: str = SEMAPHORE_WORKFLOW_ID,
+        visibility: Visibility | None = None,
     ) -> None:
         self._client = client
+        self._visibility = visibility or ServerVisibility(client)
         self._cluster = cluster
         self._policy = policy
         self._task_queue = task_queue
@@ -291,9 +295,7 @@ class IncidentStarter:
         query = open_incidents_query(self._cluster)
         states: list[NodeRemediationState] = []
         try:
-            async for execution in self._client.list_workflows(
-                query, rpc_timeout=LOOKUP_RPC_TIMEOUT
-            ):
+            async for execution in self._visibility.list(query, rpc_timeout=LOOKUP_RPC_TIMEOUT):
                 handle = self._client.get_workflow_handle(execution.id, run_id=execution.run_id)
                 try:
                     states.append(

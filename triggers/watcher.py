@@ -126,6 +126,13 @@ class Removed:
 NodeEvent = Listed | Changed | Removed
 
 
+@dataclass(frozen=True)
+class _Synced:
+    """A mark in the event queue: resolved once the events before it are applied and sent."""
+
+    done: asyncio.Future[None]
+
+
 class NodeSource(ListWatch):
     """List-then-watch of the selected Nodes, as :data:`NodeEvent` values.
 
@@ -260,7 +267,7 @@ class NodeConditionWatcher:
         )
         self._retry_at = 0.0
         self._delivery_failures = 0
-        self._queue: asyncio.Queue[NodeEvent] | None = None
+        self._queue: asyncio.Queue[NodeEvent | _Synced] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.unseen_recoveries = UnseenRecoveries(
             starter, self.tracker, backoff_initial=backoff_initial, backoff_max=backoff_max
@@ -320,9 +327,10 @@ class NodeConditionWatcher:
         thread.start()
         log.info("watching nodes matching %r", self.selector)
         stopped = asyncio.create_task(stop.wait())
-        getter: asyncio.Task[NodeEvent] | None = None
+        getter: asyncio.Task[NodeEvent | _Synced] | None = None
         try:
             while not stop.is_set():
+                marks: list[_Synced] = []
                 if getter is None:
                     getter = asyncio.create_task(self._queue.get())
                 await asyncio.wait(
@@ -332,10 +340,10 @@ class NodeConditionWatcher:
                     break
                 reports: list[ConditionReport] = []
                 if getter.done():
-                    reports += self._apply(getter.result())
+                    reports += self._take(getter.result(), marks)
                     getter = None
                     while not self._queue.empty():
-                        reports += self._apply(self._queue.get_nowait())
+                        reports += self._take(self._queue.get_nowait(), marks)
                 now = self._clock()
                 reports += self.tracker.tick(now)
                 reports += self.unseen_recoveries.poll(now)
@@ -353,6 +361,9 @@ class NodeConditionWatcher:
                 self._enqueue(reports)
                 await self._flush()
                 await self.admissions.flush()
+                for mark in marks:
+                    if not mark.done.done():
+                        mark.done.set_result(None)
         finally:
             for task in (getter, stopped):
                 if task is not None:
@@ -361,8 +372,33 @@ class NodeConditionWatcher:
             await self._stop_source(thread)
             if self._outbox:
                 log.warning("stopping with %d undelivered report(s)", len(self._outbox))
+            while not self._queue.empty():  # nobody waits for a stopped watcher
+                item = self._queue.get_nowait()
+                if isinstance(item, _Synced) and not item.done.done():
+                    item.done.set_result(None)
             self._loop = None
             self._queue = None
+
+    async def synced(self) -> None:
+        """Return once every event handed on so far is applied, ticked and sent to Temporal.
+
+        The clock-free what-if awaits it before simulated time moves on, so a
+        condition the fleet set is an incident before the server's clock can skip
+        past it. Returns at once when the watcher is not running.
+        """
+        loop, queue = self._loop, self._queue
+        if loop is None or queue is None:
+            return
+        mark = _Synced(loop.create_future())
+        # call_soon: behind the events the watch thread has already handed over.
+        loop.call_soon(queue.put_nowait, mark)
+        await mark.done
+
+    def _take(self, event: NodeEvent | _Synced, marks: list[_Synced]) -> list[ConditionReport]:
+        if isinstance(event, _Synced):
+            marks.append(event)
+            return []
+        return self._apply(event)
 
     async def _stop_source(self, thread: threading.Thread) -> None:
         # stop() is repeated: a watch that was just being opened when it was first

@@ -28,13 +28,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Protocol
 
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 from activities.world_time import TestServerTime
+from gpu_remediation.temporal_setup import register_search_attributes, time_skipping_server_path
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
+from simulator.kube_api import KubeStore
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,73 @@ runs at the later one."""
 
 Barrier = Callable[[], Awaitable[None]]
 """Awaited before each step: returns once a part that reacts to the fleet caught up."""
+
+CATCH_UP_LIMIT = 10.0
+"""Real seconds a part may take to see the fleet's last change before the step goes on
+anyway (logged): a liveness net for a watch that broke, not a duration of the model."""
+
+
+@contextlib.asynccontextmanager
+async def time_skipping_server() -> AsyncIterator[tuple[Client, str]]:
+    """A time-skipping test server of its own, with the project's search attributes.
+
+    Yields a plain client (the pydantic data converter, none of the SDK's automatic
+    time skipping: the driver owns the server's time lock) and the server's address.
+    """
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(time_skipping_server_path()),
+    )
+    try:
+        address = env.client.service_client.config.target_host
+        client = await Client.connect(address, data_converter=pydantic_data_converter)
+        await register_search_attributes(client)
+        yield client, address
+    finally:
+        await env.shutdown()
+
+
+class _Source(Protocol):
+    delivered_version: int
+
+
+class _Syncable(Protocol):
+    async def synced(self) -> None: ...
+
+
+def caught_up(
+    source: Callable[[], _Source | None],
+    part: Callable[[], _Syncable | None],
+    store: KubeStore,
+    resource: str,
+) -> Barrier:
+    """A barrier: ``part`` has seen every change to ``resource`` and acted on it.
+
+    Waits until the part's watch handed on the store's last change to the
+    resource (its resourceVersion), then until the part applied it and sent
+    what it decided to Temporal (``synced``), which then holds the server's time.
+    """
+
+    async def barrier() -> None:
+        watch, reacting = source(), part()
+        if watch is None or reacting is None:
+            return
+        target = store.latest_version(resource)
+        deadline = time.monotonic() + CATCH_UP_LIMIT
+        while watch.delivered_version < target:
+            if time.monotonic() > deadline:
+                log.warning(
+                    "%s watch at version %d, the store at %d after %.0fs: stepping on",
+                    resource,
+                    watch.delivered_version,
+                    target,
+                    CATCH_UP_LIMIT,
+                )
+                break
+            await asyncio.sleep(0.0005)
+        await reacting.synced()
+
+    return barrier
 
 
 class ServerTimeDriver:

@@ -73,6 +73,7 @@ class ObjectStore:
         self._owners = OwnerIndex()
         # A fresh etcd is at revision 1; never 0, which a watch or list reads as "any".
         self._rv = 1
+        self._latest: dict[str, int] = {}
         self._history = History(history_size)
         self._closed = False
         self._hooks: list[ChangeHook] = []
@@ -122,6 +123,15 @@ class ObjectStore:
         with self._lock:
             self._wakers.notify_all()
 
+    def latest_version(self, resource: str) -> int:
+        """The resourceVersion of the last change to any object of ``resource`` (0: none).
+
+        A watcher of that resource that has seen this version has seen every
+        change (the clock-free what-if waits for it before time moves on).
+        """
+        with self._lock:
+            return self._latest.get(resource, 0)
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
@@ -141,6 +151,7 @@ class ObjectStore:
             self._objects[rtype.key].pop(key, None)
         else:
             self._objects[rtype.key][key] = stored
+        self._latest[rtype.key] = self._rv
         change = Change(self._rv, kind, rtype.key, ns, stored, old)
         self._history.append(change)
         self._wakers.notify(rtype.key)
