@@ -50,8 +50,29 @@ def compare(
         ),
     ] = "no-automation,replace-always,reboot-then-replace,graded",
     time_factor: Annotated[
-        float, typer.Option("--time-factor", help="Simulated seconds per real second.")
+        float,
+        typer.Option(
+            "--time-factor", help="Simulated seconds per real second (--clock paced only)."
+        ),
     ] = 600.0,
+    clock: Annotated[
+        str,
+        typer.Option(
+            "--clock",
+            help="'paced': the fleet runs --time-factor times real time beside a Temporal dev "
+            "server. 'server' (clock-free, docs/adr/018): each policy on a Temporal "
+            "time-skipping test server whose clock the fleet follows, so the system's own "
+            "latency adds no simulated time and no factor is needed.",
+        ),
+    ] = "paced",
+    step: Annotated[
+        float,
+        typer.Option(
+            "--step",
+            help="With --clock server: simulated seconds the fleet's clock moves at most at "
+            "once (an event between two steps runs at the later one).",
+        ),
+    ] = 15.0,
     duration: Annotated[
         str | None,
         typer.Option(
@@ -161,6 +182,8 @@ def compare(
             fault_multiplier=fault_multiplier,
             policies=policies,
             time_factor=time_factor,
+            clock=clock,
+            step=step,
             duration=duration,
             seed=seed,
             json_output=json_output,

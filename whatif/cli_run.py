@@ -48,7 +48,12 @@ class CliCompare:
         self.ui.print(
             f"Comparing {len(compare.choices)} policies on {compare.fleet_config.total_nodes} "
             f"simulated GPU nodes for {duration_text(compare.duration.total_seconds())} each "
-            f"(time factor {options.time_factor:g}); fault timeline {timeline.digest}: "
+            + (
+                f"(clock-free, steps of {options.step:g} s)"
+                if compare.clock_free
+                else f"(time factor {options.time_factor:g})"
+            )
+            + f"; fault timeline {timeline.digest}: "
             f"{timeline.planned} planned faults, {timeline.scripted_events} scripted events."
         )
         with self._bar:

@@ -10,8 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from demo.chaos.driver import KINDS, ChaosKind, parse_kinds
 from demo.run import DemoError, DemoOptions, fleet_config
@@ -21,6 +30,7 @@ from policies import BASELINES, BUILT_IN, load_baseline
 from simulator.fleet import FaultMix, FleetConfig, Scenario, ScenarioError, parse_pools
 from simulator.fleet.config import AdmissionSimConfig
 from simulator.fleet.operator_config import OperatorConfig
+from whatif.server_time import DEFAULT_STEP
 
 SHARED_KINDS: tuple[ChaosKind, ...] = ("server_restart", "receiver_kill")
 """Chaos kinds a comparison cannot inject: its policies share one Temporal server (a
@@ -71,6 +81,21 @@ class CompareOptions(BaseModel):
     """With ``chaos``: 'all' (:data:`CHAOS_KINDS`) or a comma-separated list of them."""
     chaos_faults: int | None = Field(default=None, ge=1, le=100)
     """With ``chaos``: faults of each kind per policy (None: :data:`DEFAULT_CHAOS_FAULTS`)."""
+    clock: Literal["paced", "server"] = "paced"
+    """``paced``: the fleet's clock runs ``time_factor`` times real time beside a dev server.
+    ``server``: clock-free (ADR 018): each policy on a time-skipping test server of its
+    own, whose clock the fleet follows; ``time_factor`` plays no part."""
+    step: float = Field(default=DEFAULT_STEP, gt=0, le=300)
+    """With ``clock=server``: simulated seconds the fleet's clock moves at most at once."""
+
+    @model_validator(mode="after")
+    def _clock_free_limits(self) -> CompareOptions:
+        if self.clock == "server" and self.chaos:
+            raise ValueError(
+                "--chaos runs on the paced clock only (--clock paced): it kills and restarts "
+                "parts in real time, which the test server's clock does not see"
+            )
+        return self
 
     @field_validator("chaos_kinds", "chaos_faults")
     @classmethod
@@ -131,7 +156,8 @@ def options_from(**fields: object) -> CompareOptions:
         return CompareOptions.model_validate(fields)
     except ValidationError as err:
         problems = "; ".join(
-            f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in err.errors()
+            f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" if e["loc"] else e["msg"]
+            for e in err.errors()
         )
         raise CompareError(problems) from err
 

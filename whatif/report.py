@@ -56,6 +56,30 @@ DOES_NOT_MODEL = (
 )
 
 
+DOES_NOT_MODEL_CLOCK_FREE = (
+    *DOES_NOT_MODEL[:-1],
+    "Polling and reaction delays below the step: the fleet's clock moves in steps of at most "
+    "--step simulated seconds (15 by default), and the activities look at the world every 15 "
+    "simulated seconds; an event between two steps takes effect at the later one.",
+)
+
+
+def _clock_free_fact(compare: CompareRun, results: list[PolicyResult]) -> str:
+    """The clock paragraph of a clock-free run (ADR 018)."""
+    steps = ", ".join(
+        f"{r.name} {int(r.clock.get('steps', 0)):,} steps in {r.summary.wall_seconds:,.0f} s"
+        for r in results
+    )
+    return (
+        f"Simulated time per policy: {duration_text(compare.duration.total_seconds())}, "
+        "clock-free (ADR 018): each policy ran on a Temporal time-skipping test server of its "
+        "own, whose clock the fleet follows in steps of at most "
+        f"{compare.options.step:g} simulated seconds. Policy durations are the policy's own "
+        "(nothing is scaled); the server's time stands still while the system works, so its "
+        "real latency counts at its real length, not times a factor. " + html.escape(steps) + "."
+    )
+
+
 def _table(results: list[PolicyResult]) -> str:
     headers = (
         "policy",
@@ -226,7 +250,9 @@ def render(
         f"reboot with {options.reboot_fault_probability:g}; drawn per launch number and per "
         "node and reboot number from the seed, so every policy meets the same bad capacity "
         "for the same launches.",
-        f"Simulated time per policy: {duration_text(compare.duration.total_seconds())}; time "
+        _clock_free_fact(compare, results)
+        if compare.clock_free
+        else f"Simulated time per policy: {duration_text(compare.duration.total_seconds())}; time "
         f"factor {options.time_factor:g} (1 real second = "
         f"{duration_text(options.time_factor)} simulated). Every policy duration is divided "
         "by the time factor (demo/policy.py), so outcomes should not depend on it beyond "
@@ -243,7 +269,10 @@ def render(
         + ".",
     ]
     models = "".join(f"<li>{html.escape(m)}</li>" for m in MODELS)
-    not_models = "".join(f"<li>{html.escape(m)}</li>" for m in DOES_NOT_MODEL)
+    not_models = "".join(
+        f"<li>{html.escape(m)}</li>"
+        for m in (DOES_NOT_MODEL_CLOCK_FREE if compare.clock_free else DOES_NOT_MODEL)
+    )
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -257,8 +286,9 @@ small {{ color: #666; }}
 </style></head><body>
 <h1>What-if comparison: the same faults under {len(results)} policies</h1>
 <p>Generated {generated} by <code>remediate compare</code>. Each policy ran through the real
-system (Temporal dev server, worker, workflows, activities, node-condition watcher) against
-its own fresh simulated fleet.</p>
+system (a Temporal {"time-skipping test server" if compare.clock_free else "dev server"},
+worker, workflows, activities, node-condition watcher) against its own fresh simulated
+fleet.</p>
 <ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
 {_table(results)}
 {_latency_section(results)}

@@ -36,13 +36,20 @@ from temporalio.client import Client
 from demo.admission_summary import AdmissionSummary, admission_results, summarize_admissions
 from demo.chaos.session import ChaosReport, ChaosSession
 from demo.incidents import Incident, IncidentBook
-from demo.policy import scale_policy
-from demo.run import real_poll_interval, real_watcher_backoff, real_watcher_tick
+from demo.policy import clock_free_policy, scale_policy
+from demo.run import (
+    SIM_POLL_INTERVAL,
+    real_poll_interval,
+    real_watcher_backoff,
+    real_watcher_tick,
+)
 from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
 from gpu_remediation import decision_log as log_words
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
+from simulator.fleet.clock import SteppedClock
+from simulator.kube_api.resources import NODES, PODS
 from whatif.chaos import chaos_session, violations
 from whatif.latency import LatencyShare
 from whatif.latency import measure as measure_latency
@@ -55,6 +62,7 @@ from whatif.options import (
     resolve_policies,
 )
 from whatif.relay import RelayProcess
+from whatif.server_time import ServerTimeDriver, caught_up, time_skipping_server
 from whatif.timeline import Timeline, timeline
 
 log = logging.getLogger("gpu_remediation.compare")
@@ -180,8 +188,16 @@ class CompareRun:
         self.choices: list[PolicyChoice] = resolve_policies(options.policies)
         self.fleet_config, self.duration = compare_fleet(options)
         self.fleet_config = self.fleet_config.model_copy(update={"faults_until": self.duration})
+        self.clock_free = options.clock == "server"
+        # On the test server's clock a policy runs as written: nothing is scaled.
+        self.time_factor = 1.0 if self.clock_free else options.time_factor
         try:
-            self.scaled = [scale_policy(c.policy, options.time_factor) for c in self.choices]
+            self.scaled = [
+                clock_free_policy(c.policy)
+                if self.clock_free
+                else scale_policy(c.policy, options.time_factor)
+                for c in self.choices
+            ]
         except ValueError as err:
             raise CompareError(f"--time-factor: {err}") from err
         self.timeline = timeline(self.fleet_config, self.duration)
@@ -204,6 +220,8 @@ class CompareRun:
         with log_to(self.run_dir / "compare.log"):
             if client is not None:
                 await self._all(client, client.service_client.config.target_host)
+            elif self.clock_free:
+                await self._all(None, "")  # each policy starts a test server of its own
             else:
                 async with dev_server(
                     label="remediate-compare", ui=False, directory=self.run_dir
@@ -223,21 +241,32 @@ class CompareRun:
             return
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
-    async def _all(self, client: Client, address: str) -> None:
+    async def _all(self, client: Client | None, address: str) -> None:
         if self.lanes > 1:
             from whatif.lanes import run_lanes
 
-            self.results = await run_lanes(self, address, client.namespace)
+            self.results = await run_lanes(
+                self, address, client.namespace if client is not None else "default"
+            )
             return
         for index in range(len(self.choices)):
             self.results.append(await self.run_policy(index, client, address))
 
-    async def run_policy(self, index: int, client: Client, address: str) -> PolicyResult:
-        """Run the policy ``--policies`` lists at ``index`` on a fresh system (this process)."""
+    async def run_policy(self, index: int, client: Client | None, address: str) -> PolicyResult:
+        """Run the policy ``--policies`` lists at ``index`` on a fresh system (this process).
+
+        Clock-free, on a time-skipping test server of its own (``client`` is not used:
+        the server's clock is the policy's alone).
+        """
         choice = self.choices[index]
         self.progress = Progress(
             policy=choice.name, index=index, done=[r.name for r in self.results]
         )
+        if self.clock_free:
+            async with time_skipping_server() as (own, own_address):
+                return await self._one(index, choice, own, own_address)
+        if client is None:
+            raise RuntimeError("a paced comparison needs the dev server's client")
         return await self._one(index, choice, client, address)
 
     async def _one(
@@ -257,9 +286,21 @@ class CompareRun:
                 namespace=client.namespace,
                 log_path=run_dir / "relay.log",
             )
-            if self.scaled[index].jobs.enabled
+            # Clock-free, the relay runs in this process: the driver waits for it.
+            if self.scaled[index].jobs.enabled and not self.clock_free
             else None
         )
+        stepped = SteppedClock() if self.clock_free else None
+        driver: ServerTimeDriver | None = None
+
+        async def before_clock(stack: DemoStack) -> None:
+            nonlocal driver
+            if relay is not None:
+                await relay.start(stack)
+            if stepped is not None:
+                driver = self._driver(stack, client, stepped)
+                await driver.start()
+
         stack = DemoStack(
             client,
             address,
@@ -270,11 +311,17 @@ class CompareRun:
                 cluster=tag,
                 task_queue=tag,
                 semaphore_workflow_id=f"{tag}-semaphore",
-                poll_interval=real_poll_interval(options.time_factor),
-                watcher_tick=real_watcher_tick(options.time_factor),
-                watcher_backoff=real_watcher_backoff(options.time_factor),
-                relay=False,
-                before_clock=relay.start if relay is not None else None,
+                # Clock-free, the polls are the fleet's time (the test server's).
+                poll_interval=(
+                    SIM_POLL_INTERVAL
+                    if self.clock_free
+                    else real_poll_interval(options.time_factor)
+                ),
+                watcher_tick=real_watcher_tick(self.time_factor),
+                watcher_backoff=real_watcher_backoff(self.time_factor),
+                relay=self.clock_free,
+                before_clock=before_clock,
+                clock=stepped,
             ),
         )
         # Made before the stack starts: its recorder sees every node from birth.
@@ -294,11 +341,13 @@ class CompareRun:
         try:
             if chaos is not None:
                 chaos.start(None)  # no server_restart: the server is shared (whatif.chaos)
-            samples, at_end, settled = await self._watch(stack, timing, chaos)
+            samples, at_end, settled = await self._watch(
+                stack, timing, chaos, lambda: driver.raise_if_failed() if driver else None
+            )
             clock = stack.fleet.clock.lag_report()
             incidents = await stack.book.refresh_list()
             await stack.book.refresh_states()
-            admission = await self._admission(index, client, tag)
+            admission = await self._admission(index, client, tag, stack)
             if chaos is not None:
                 await chaos.stop()  # what is left of a plan the settle timeout cut short
                 # Judged with everything still running (the semaphore's query needs the worker).
@@ -307,6 +356,9 @@ class CompareRun:
             if chaos is not None:
                 await chaos.cancel()  # no worker restart may race the stack's stop
             stopping = time.monotonic()
+            if driver is not None:
+                await driver.stop()
+                timing["steps"] = driver.steps
             if relay is not None:
                 await relay.stop()
             await stack.stop()
@@ -330,7 +382,7 @@ class CompareRun:
             incidents,
             sim_time=stack.fleet.clock.sim_at,
             mttr_clock_p50_s=result.summary.mttr_clock_p50_s,
-            time_factor=options.time_factor,
+            time_factor=self.time_factor,
         )
         timing["latency"] = time.monotonic() - reading
         return result.model_copy(
@@ -341,15 +393,42 @@ class CompareRun:
             }
         )
 
-    async def _admission(self, index: int, client: Client, tag: str) -> AdmissionSummary | None:
+    def _driver(self, stack: DemoStack, client: Client, clock: SteppedClock) -> ServerTimeDriver:
+        """The clock-free run's driver: steps once the watcher and the relay caught up."""
+        store = stack.fleet.store
+        barriers = [
+            caught_up(
+                lambda: stack.watcher.source if stack.watcher else None,
+                lambda: stack.watcher,
+                store,
+                NODES.key,
+            ),
+            caught_up(
+                lambda: stack.relay.source if stack.relay else None,
+                lambda: stack.relay,
+                store,
+                PODS.key,
+            ),
+        ]
+        return ServerTimeDriver(
+            client, clock, stack.fleet.scheduler, step=self.options.step, barriers=barriers
+        )
+
+    async def _admission(
+        self, index: int, client: Client, tag: str, stack: DemoStack
+    ) -> AdmissionSummary | None:
         """The burn-in figures, as the demo's summary has them (None: the gate is off)."""
         if not self.scaled[index].admission.enabled:
             return None
-        results, running = await admission_results(client, tag)
-        return summarize_admissions(results, time_factor=self.options.time_factor, running=running)
+        results, running = await admission_results(client, tag, stack.visibility)
+        return summarize_admissions(results, time_factor=self.time_factor, running=running)
 
     async def _watch(
-        self, stack: DemoStack, timing: dict[str, float], chaos: ChaosSession | None = None
+        self,
+        stack: DemoStack,
+        timing: dict[str, float],
+        chaos: ChaosSession | None = None,
+        check: Callable[[], None] = lambda: None,
     ) -> tuple[list[Sample], FleetSnapshot, bool]:
         """Sample until the window closed and every incident settled (or the timeout).
 
@@ -383,6 +462,7 @@ class CompareRun:
         task = asyncio.create_task(refresher.run())
         try:
             while True:
+                check()  # the clock-free run's driver: what ended it, if something did
                 if chaos is not None:
                     chaos.raise_if_failed()  # a part the chaos killed did not come back
                 if not stack.worker.running and not (chaos is not None and chaos.busy):
@@ -460,7 +540,7 @@ class CompareRun:
             incidents,
             at_end,
             replacement_cap=self.scaled[index].replacement.max_concurrent,
-            time_factor=self.options.time_factor,
+            time_factor=self.time_factor,
             wall_seconds=time.monotonic() - started,
             temporal_address=f"whatif-{self.tag}-{index}",
             temporal_ui=None,
