@@ -49,6 +49,7 @@ from whatif.factor_check import (
 from whatif.options import options_from
 from whatif.results import comparison_json, latency_warnings
 from whatif.runner import CompareRun, PolicyResult
+from whatif.server_time import DEFAULT_STEP
 
 TARGET_S = 1200.0
 TARGET_RSS_MIB = 2048.0
@@ -90,6 +91,8 @@ async def measure(
     new_node_fault_probability: float = 0.0,
     reboot_fault_probability: float = 0.0,
     seed: int = 0,
+    clock: str = "paced",
+    step: float = DEFAULT_STEP,
 ) -> tuple[dict[str, Any], CompareRun, list[PolicyResult]]:
     """Run one comparison of every baseline; wall, CPU and RSS with the full JSON rows.
 
@@ -117,6 +120,8 @@ async def measure(
         new_node_fault_probability=new_node_fault_probability,
         reboot_fault_probability=reboot_fault_probability,
         seed=seed,
+        clock=clock,
+        step=step,
     )
     compare = CompareRun(options, ui=Console(quiet=True))
     cpu0, started = _cpu(), time.monotonic()
@@ -135,6 +140,9 @@ async def measure(
         "nodes": nodes,
         "days": days,
         "time_factor": time_factor,
+        # Clock-free (ADR 018) the factor plays no part; the step is what may not matter.
+        "clock": clock,
+        "step": step,
         "multiplier": multiplier,
         "new_node_fault_probability": new_node_fault_probability,
         "reboot_fault_probability": reboot_fault_probability,
@@ -238,22 +246,26 @@ async def factor_check(
         the refusal (None when judged).
     """
     check_factors(*factors)
+    clock = str(size.get("clock", "paced"))
+    setting = "step" if clock == "server" else "time_factor"
     order = sorted(range(2), key=lambda i: -factors[i])
     runs: dict[str, dict[str, Any]] = {}
     first_compare: tuple[CompareRun, list[PolicyResult]] | None = None
-    plan = [(f"f{factors[i]:g}", factors[i]) for i in order]
+    plan = [(f"f{factors[i]:g}", factors[i]) for i in order]  # "f": factor or step
     if noise_run:
         plan.append((f"f{factors[0]:g}-noise", factors[0]))
     refusal: str | None = None
     for key, factor in plan:
-        measured, compare, results = await measure(time_factor=factor, **size)
+        varied: dict[str, Any] = {setting: factor}
+        measured, compare, results = await measure(**varied, **size)
         runs[key] = measured
         for warning in latency_warnings(results):
             print(warning, file=sys.stderr)
         if factor == factors[0] and first_compare is None:
             first_compare = compare, results
         try:
-            check_incidents(read_run(measured, f"the run at factor {factor:g}"))
+            word = "step" if clock == "server" else "factor"
+            check_incidents(read_run(measured, f"the run at {word} {factor:g}"))
         except FactorCheckError as err:
             refusal = str(err)
             break
@@ -336,6 +348,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the JSON result here")
     parser.add_argument("--seed", type=int, default=0, help="the comparison's seed")
     parser.add_argument(
+        "--clock",
+        choices=("paced", "server"),
+        default="paced",
+        help="paced: the fleet at --time-factor beside a dev server; server: clock-free "
+        "(ADR 018), each policy on a time-skipping test server the fleet follows",
+    )
+    parser.add_argument(
+        "--step",
+        type=float,
+        default=DEFAULT_STEP,
+        help="with --clock server: the fleet clock's step, simulated seconds; with "
+        "--factor-check the check runs at this step and at a quarter of it",
+    )
+    parser.add_argument(
         "--factor-check",
         type=float,
         nargs="?",
@@ -381,6 +407,8 @@ def main() -> None:
             new_node_fault_probability=args.new_node_fault_probability,
             reboot_fault_probability=args.reboot_fault_probability,
             seed=args.seed,
+            clock=args.clock,
+            step=args.step,
         )
     )
     for warning in result["latency_warnings"]:
@@ -403,7 +431,11 @@ def _judged(verdict: FactorCheck) -> int:
 
 def _factor_check(args: argparse.Namespace) -> int:
     """``--factor-check``: refuse bad factors before running, run, judge; the exit code."""
-    first = args.time_factor or (2000.0 if args.quick else 6000.0)
+    # Clock-free there is no factor: what must not matter is the step.
+    if args.clock == "server":
+        first = args.step
+    else:
+        first = args.time_factor or (2000.0 if args.quick else 6000.0)
     try:
         second = second_factor(first, args.factor_check or None)
     except FactorCheckError as err:
@@ -422,6 +454,7 @@ def _factor_check(args: argparse.Namespace) -> int:
             new_node_fault_probability=args.new_node_fault_probability,
             reboot_fault_probability=args.reboot_fault_probability,
             seed=args.seed,
+            clock=args.clock,
         )
     )
     text = json.dumps(result, indent=2)

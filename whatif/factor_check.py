@@ -106,7 +106,8 @@ class RunResult:
 
     Attributes:
         label: What to call it in messages (its file, or "the run at factor F").
-        time_factor: The requested factor.
+        time_factor: The setting the check varies: the requested time factor of a
+            paced run, the step (simulated seconds) of a clock-free one.
         seed: The comparison's seed.
         fleet: What must be equal between runs (nodes, pools, mix, duration...).
         digest: The fault timeline's digest.
@@ -119,6 +120,8 @@ class RunResult:
     fleet: dict[str, Any]
     digest: str
     policies: dict[str, dict[str, Any]]
+    clock: str = "paced"
+    """``paced`` (real time x factor) or ``server`` (clock-free: the test server's)."""
 
 
 def _need(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -141,9 +144,14 @@ def read_run(doc: object, label: str) -> RunResult:
     where = f"{label} is not a bench.compare run result"
     if not isinstance(doc, Mapping):
         raise FactorCheckError(f"{where}: a {type(doc).__name__}, not an object")
-    factor = float(_need(doc, "time_factor", (int, float), where))
+    clock = str(doc.get("clock", "paced"))
+    if clock not in ("paced", "server"):
+        raise FactorCheckError(f"{where}: clock {clock!r} is neither 'paced' nor 'server'")
+    # Clock-free, what may not matter is the step; paced, the time factor.
+    setting = "step" if clock == "server" else "time_factor"
+    factor = float(_need(doc, setting, (int, float), where))
     if not factor > 0:
-        raise FactorCheckError(f"{where}: time_factor {factor:g} is not positive")
+        raise FactorCheckError(f"{where}: {setting} {factor:g} is not positive")
     digest = str(_need(doc, "digest", str, where))
     comparison = _need(doc, "comparison", Mapping, where)
     policies = _need(comparison, "policies", Mapping, f"{where} ('comparison')")
@@ -170,6 +178,7 @@ def read_run(doc: object, label: str) -> RunResult:
         fleet=fleet,
         digest=digest,
         policies={str(k): dict(v) for k, v in policies.items()},
+        clock=clock,
     )
 
 
@@ -286,6 +295,8 @@ class FactorCheck:
         noise_factor: The noise run's factor (None: no noise run).
         unsettled: Runs and policies whose incidents had not all settled (a caution).
         latency_share: Policy -> each run's latency share of MTTR p50 (``whatif.latency``).
+        clock: ``paced`` (the factors are time factors) or ``server`` (clock-free: the
+            factors are steps, in simulated seconds).
     """
 
     factors: tuple[float, float]
@@ -293,6 +304,7 @@ class FactorCheck:
     fleet: dict[str, Any]
     digest: str
     incidents: dict[str, list[int]]
+    clock: str = "paced"
     rows: list[Judged] = field(default_factory=list)
     noise_factor: float | None = None
     unsettled: list[str] = field(default_factory=list)
@@ -308,6 +320,11 @@ class FactorCheck:
         """The rows outside their allowed difference."""
         return [r for r in self.rows if not r.passed]
 
+    @property
+    def setting(self) -> str:
+        """What the two runs differ in: ``factor`` (paced) or ``step`` (clock-free)."""
+        return "step" if self.clock == "server" else "factor"
+
     def mttr_split(self, policy: str) -> dict[str, float] | None:
         """MTTR p50 split by ``MTTR = simulated work + factor x real latency``.
 
@@ -316,8 +333,8 @@ class FactorCheck:
         once, as in a real deployment. None without MTTR in both runs.
         """
         row = next((r for r in self.rows if r.policy == policy and r.metric == MTTR), None)
-        if row is None or row.first is None or row.second is None:
-            return None
+        if self.clock == "server" or row is None or row.first is None or row.second is None:
+            return None  # clock-free, no factor stretches the latency
         (f1, f2), (m1, m2) = self.factors, (row.first, row.second)
         latency = (m2 - m1) / (f2 - f1)
         work = m1 - f1 * latency
@@ -331,6 +348,7 @@ class FactorCheck:
         """A JSON-ready verdict (the bench's output)."""
         return {
             "passed": self.passed,
+            "clock": self.clock,
             "factors": list(self.factors),
             "noise_factor": self.noise_factor,
             "seed": self.seed,
@@ -397,6 +415,8 @@ def check_incidents(run: RunResult) -> None:
 
 
 def _same(a: RunResult, b: RunResult) -> None:
+    if a.clock != b.clock:
+        raise FactorCheckError(f"clocks differ: {a.label} {a.clock}, {b.label} {b.clock}")
     if a.seed != b.seed:
         raise FactorCheckError(f"seeds differ: {a.label} {a.seed}, {b.label} {b.seed}")
     keys = sorted(set(a.fleet) | set(b.fleet))
@@ -465,6 +485,7 @@ def judge(first: object, second: object, noise: object | None = None) -> FactorC
     runs = [a, b, *((n,) if n is not None else ())]
     return FactorCheck(
         factors=(a.time_factor, b.time_factor),
+        clock=a.clock,
         seed=a.seed,
         fleet=a.fleet,
         digest=a.digest,
@@ -541,11 +562,12 @@ def verdict_line(check: FactorCheck) -> str:
     """One line: passed or failed, the factors and what failed."""
     f1, f2 = (f"{f:g}" for f in check.factors)
     noise = f", noise measured at {check.noise_factor:g}" if check.noise_factor else ""
+    word = check.setting
     if check.passed:
-        return f"factor check PASSED: factors {f1} and {f2}{noise}, {len(check.rows)} metrics"
+        return f"{word} check PASSED: {word}s {f1} and {f2}{noise}, {len(check.rows)} metrics"
     failed = ", ".join(f"{r.policy} {r.metric}" for r in check.failures)
     return (
-        f"factor check FAILED: factors {f1} and {f2}{noise}: {len(check.failures)} of "
+        f"{word} check FAILED: {word}s {f1} and {f2}{noise}: {len(check.failures)} of "
         f"{len(check.rows)} metrics outside their tolerance ({failed})"
     )
 
@@ -593,10 +615,12 @@ def html_section(check: FactorCheck | None, refusal: str | None = None) -> str:
         for p in check.incidents
     )
     verdict = "PASSED" if check.passed else "FAILED"
+    what = "the clock's step" if check.clock == "server" else "the time factor"
+    settings = "steps (simulated seconds)" if check.clock == "server" else "time factors"
     return (
-        f"<h2>Does the time factor matter? {verdict}</h2>"
+        f"<h2>Does {what} matter? {verdict}</h2>"
         f"<p>The same comparison (seed {check.seed}, fault timeline <code>"
-        f"{html.escape(check.digest)}</code>) at time factors {check.factors[0]:g} and "
+        f"{html.escape(check.digest)}</code>) at {settings} {check.factors[0]:g} and "
         f"{check.factors[1]:g}, at least {MIN_INCIDENTS} incidents per policy in every run. "
         f"Rules: availability within {AVAILABILITY_POINTS} percentage points; every count "
         f"within {COUNT_FRACTION:.0%} of the larger (no slack: under {SMALL_COUNT}, any "
@@ -610,6 +634,10 @@ def html_section(check: FactorCheck | None, refusal: str | None = None) -> str:
         )
         + f".</p><p><strong>{html.escape(verdict_line(check))}</strong></p>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        f"<p>MTTR p50 = simulated work + factor x real latency, solved from the two factors: "
-        f"{html.escape(splits)}.</p>"
+        + (
+            ""
+            if check.clock == "server"
+            else "<p>MTTR p50 = simulated work + factor x real latency, solved from the two "
+            f"factors: {html.escape(splits)}.</p>"
+        )
     )
