@@ -129,6 +129,9 @@ class SimClock:
                 self._paced(mono)
             return late
 
+    def idle(self) -> None:
+        """Nothing is due: nothing to do (a paced clock runs by itself)."""
+
     def resume(self) -> None:
         """The scheduler has no due event left: simulated time runs again (if held)."""
         with self._lock:
@@ -234,8 +237,10 @@ class SteppedClock:
     timeline, and real latency (Temporal round trips, API calls) adds none of it
     beyond the real seconds it takes while the server holds its time still. The
     driver (``whatif.server_time``) calls :meth:`advance` when the server's time
-    has reached the next step; the scheduler runs what is due up to :meth:`now`
-    and reports that it is idle.
+    has reached the next step; the scheduler runs what is due up to it, each
+    event at its own time (:meth:`now` is the running event's time, so work it
+    schedules is not shifted by the step), and once it is idle (:meth:`idle`)
+    the clock stands at the step.
 
     ``time_factor`` is 1: policy durations are not scaled on this clock.
     """
@@ -245,6 +250,7 @@ class SteppedClock:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._now = 0.0
+        self._until = 0.0  # the server's time: what is due up to here may run
         self._t0: float | None = None
         self._wall0 = datetime.now(UTC)
         self._steps = 0
@@ -271,34 +277,45 @@ class SteppedClock:
         return self._t0 is not None
 
     def now(self) -> float:
-        """Simulated seconds since the start (the last step reached)."""
+        """Simulated seconds since the start: the running event's time, else the step's."""
         with self._cond:
             return self._now
 
     def advance(self, to: float) -> None:
-        """Simulated time has reached ``to`` (ignored when not later than now)."""
+        """The server's time has reached ``to``: what is due up to it may run."""
         with self._cond:
-            if to > self._now:
-                self._now = to
+            if to > self._until:
+                self._until = to
                 self._steps += 1
                 self._cond.notify_all()
 
     def pace(self, sim_t: float) -> float:
-        """The scheduler runs the event due at ``sim_t`` now; returns how late it is."""
+        """The scheduler runs the event due at ``sim_t`` now, at its own time.
+
+        Returns how long after its time the server's clock showed it (at most a step).
+        """
         with self._cond:
-            late = max(0.0, self._now - sim_t)
+            self._now = max(self._now, sim_t)
+            late = max(0.0, self._until - sim_t)
             self._events += 1
             self._late_max = max(self._late_max, late)
             self._late_counts[bisect.bisect_left(LAG_EDGES, late)] += 1
             return late
 
+    def idle(self) -> None:
+        """Nothing is due any more: simulated time is the step's."""
+        with self._cond:
+            if self._until > self._now:
+                self._now = self._until
+                self._cond.notify_all()
+
     def resume(self) -> None:
         """Nothing to do: this clock never runs by itself, so it is never held."""
 
     def real_deadline(self, sim_t: float) -> float:
-        """Due now once simulated time reached ``sim_t``; otherwise only after a step."""
+        """Due now once the server's time reached ``sim_t``; otherwise only after a step."""
         with self._cond:
-            return 0.0 if sim_t <= self._now else math.inf
+            return 0.0 if sim_t <= self._until else math.inf
 
     def wait_until(self, sim_t: float, stop: threading.Event) -> bool:
         """Block this thread until simulated time reaches ``sim_t``; True when ``stop`` was set."""
@@ -334,7 +351,7 @@ class SteppedClock:
         with self._cond:
             real = time.monotonic() - self._t0 if self._t0 is not None else 0.0
             events, counts = self._events, list(self._late_counts)
-            sim = self._now
+            sim = self._until
 
             def quantile(q: float) -> float:
                 seen = 0

@@ -132,6 +132,7 @@ class Scheduler:
 
     def _went_idle(self) -> None:
         # Caller holds the condition; told once per idle spell.
+        self._clock.idle()
         if not self._idle:
             self._idle = True
             if self.on_idle is not None:

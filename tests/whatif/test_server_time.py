@@ -122,3 +122,29 @@ def test_a_step_must_be_positive() -> None:
     clock = SteppedClock()
     with pytest.raises(ValueError, match="positive"):
         ServerTimeDriver(None, clock, Scheduler(clock), step=0)  # type: ignore[arg-type]
+
+
+@pytest.mark.integration
+async def test_work_an_event_schedules_is_timed_from_the_event_not_from_its_step(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    # A chain of job runs must not drift by a step per link (it did: 15 s a run).
+    clock, scheduler = stepped
+    seen: list[float] = []
+
+    def link() -> None:
+        seen.append(clock.now())
+        if len(seen) < 5:
+            scheduler.call_later(100.0, link)
+
+    scheduler.call_at(10.0, link)
+    driver = await _drive(plain_client, clock, scheduler)
+    try:
+
+        async def links() -> int:
+            return len(seen)
+
+        await assert_eventually(links, lambda n: n == 5, timeout=60)
+    finally:
+        await driver.stop()
+    assert seen == [10.0, 110.0, 210.0, 310.0, 410.0]
