@@ -29,6 +29,16 @@ LAG_EDGES = (1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, math.inf)
 """Upper edges (simulated seconds) of the lateness histogram."""
 
 
+def _late_quantile(counts: list[int], events: int, late_max: float, q: float) -> float:
+    """The upper edge of the lateness bucket the ``q`` quantile of ``events`` fell into."""
+    seen = 0
+    for edge, count in zip(LAG_EDGES, counts, strict=True):
+        seen += count
+        if events and seen >= q * events:
+            return edge if math.isfinite(edge) else round(late_max, 1)
+    return 0.0
+
+
 class SimClock:
     """Simulated seconds since :meth:`start`, running ``time_factor`` times as fast as real time.
 
@@ -207,12 +217,7 @@ class SimClock:
             counts, events = list(self._late_counts), self._events
 
             def quantile(q: float) -> float:
-                seen = 0
-                for edge, count in zip(LAG_EDGES, counts, strict=True):
-                    seen += count
-                    if events and seen >= q * events:
-                        return edge if math.isfinite(edge) else round(self._late_max, 1)
-                return 0.0
+                return _late_quantile(counts, events, self._late_max, q)
 
             return {
                 "requested_factor": self.time_factor,
@@ -354,12 +359,7 @@ class SteppedClock:
             sim = self._until
 
             def quantile(q: float) -> float:
-                seen = 0
-                for edge, count in zip(LAG_EDGES, counts, strict=True):
-                    seen += count
-                    if events and seen >= q * events:
-                        return edge if math.isfinite(edge) else round(self._late_max, 1)
-                return 0.0
+                return _late_quantile(counts, events, self._late_max, q)
 
             return {
                 "requested_factor": 0.0,
