@@ -363,6 +363,8 @@ class CompareRun:
                 await relay.stop()
             await stack.stop()
             timing["stop"] = time.monotonic() - stopping
+        if driver is not None and driver.failure is not None:
+            raise driver.failure  # the clock stopped: no result to trust
         result = self._result(
             choice,
             index,

@@ -51,6 +51,10 @@ runs at the later one."""
 Barrier = Callable[[], Awaitable[None]]
 """Awaited before each step: returns once a part that reacts to the fleet caught up."""
 
+STUCK_STEPS = 8
+"""Steps in a row that each took their whole length in real time: the server's time is
+held by something that no longer works (``ServerTimeStuck``)."""
+
 CATCH_UP_LIMIT = 10.0
 """Real seconds a part may take to see the fleet's last change before the step goes on
 anyway (logged): a liveness net for a watch that broke, not a duration of the model."""
@@ -119,6 +123,16 @@ def caught_up(
     return barrier
 
 
+class ServerTimeStuck(RuntimeError):
+    """The test server's time moved only at the real pace for many steps: it is held.
+
+    Seen once on the Java time-skipping server: a timer fired while its own workflow's
+    task ran, the task then cancelled it, the server refused the completion halfway
+    ("invalid history builder state for action") and kept that task's hold on its
+    time. The run cannot go on at the model's pace, so it stops and says so.
+    """
+
+
 class ServerTimeDriver:
     """Steps ``clock`` with the test server's time until :meth:`stop`.
 
@@ -153,6 +167,9 @@ class ServerTimeDriver:
         self.steps = 0
         self.real_waiting = 0.0
         """Real seconds spent in the server's sleep: time the system's work held."""
+        self._held_steps = 0
+        self.failure: BaseException | None = None
+        """What ended the driver before :meth:`stop` (also raised by :meth:`raise_if_failed`)."""
 
     def add_barrier(self, barrier: Barrier) -> None:
         """Also wait for ``barrier`` before each step."""
@@ -175,15 +192,22 @@ class ServerTimeDriver:
 
     async def stop(self) -> None:
         """Stop stepping (the fleet's clock stays where it is)."""
-        if self._task is None:
+        task, self._task = self._task, None
+        if task is None:
             return
-        self._task.cancel()
+        if task.done():
+            # Its failure, if any, is raise_if_failed's to report; stopping is not a second one.
+            if not task.cancelled() and task.exception() is not None:
+                self.failure = task.exception()
+            return
+        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+            await task
 
     def raise_if_failed(self) -> None:
         """Raise what ended the driver, if something did."""
+        if self.failure is not None:
+            raise self.failure
         if self._task is not None and self._task.done() and not self._task.cancelled():
             self._task.result()
 
@@ -208,7 +232,20 @@ class ServerTimeDriver:
             target = self._clock.now() + self._step
             began = time.monotonic()
             await self._server.sleep(self._step)
-            self.real_waiting += time.monotonic() - began
+            took = time.monotonic() - began
+            self.real_waiting += took
             self.steps += 1
+            self._check_held(took)
             self._clock.advance(target)
             self._wake()
+
+    def _check_held(self, took: float) -> None:
+        # A step the server's clock took at the real pace: something held its time.
+        self._held_steps = self._held_steps + 1 if took >= 0.9 * self._step else 0
+        if self._held_steps >= STUCK_STEPS:
+            raise ServerTimeStuck(
+                f"the test server's time moved at the real pace for {self._held_steps} steps "
+                f"in a row ({self._step:g} s each) at {self._clock.now():.0f} simulated s: "
+                "something holds it and the run cannot go on (the worker's log may show "
+                "'invalid history builder state for action'; ADR 018)"
+            )

@@ -239,6 +239,7 @@ class NodeAdmissionWorkflow:
             # host before this run goes on: no diag outlives its admission.
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
+        look = 0
         while not handle.done() and self._skip is None:
             if workflow.now() >= deadline:
                 handle.cancel()
@@ -246,10 +247,19 @@ class NodeAdmissionWorkflow:
                     await handle  # its cancellation, acknowledged by the activity
                 why = f"not done within the policy's check_timeout {self._gate.check_timeout}"
                 return self._check(name, False, why, self._unrunnable(name, why), started=started)
+            # The looks are on a fixed schedule from the start, not a poll interval
+            # after the last look: a timer that drifted by each look's own length
+            # came to end a few milliseconds after the activity's own look at the
+            # world, which on the time-skipping test server (the clock-free what-if)
+            # fires it while this workflow's task runs and breaks the run (ADR 018).
+            look += 1
+            while started + look * self._gate.poll_interval <= workflow.now():
+                look += 1  # the last look took longer than the interval
+            next_look = min(started + look * self._gate.poll_interval, deadline)
             try:
                 await workflow.wait_condition(
                     lambda: handle.done() or self._skip is not None,
-                    timeout=min(self._gate.poll_interval, deadline - workflow.now()),
+                    timeout=next_look - workflow.now(),
                     timeout_summary=f"{name} running",
                 )
             except TimeoutError:

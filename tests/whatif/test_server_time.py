@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 import pytest_asyncio
 from temporalio import activity, workflow
+from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -19,7 +20,7 @@ from activities.world_time import TestServerTime
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
 from tests.conftest import assert_eventually
-from whatif.server_time import ServerTimeDriver
+from whatif.server_time import ServerTimeDriver, ServerTimeStuck
 
 STEP = 15.0
 
@@ -148,3 +149,29 @@ async def test_work_an_event_schedules_is_timed_from_the_event_not_from_its_step
     finally:
         await driver.stop()
     assert seen == [10.0, 110.0, 210.0, 310.0, 410.0]
+
+
+@pytest.mark.integration
+async def test_a_server_whose_time_is_held_stops_the_run_saying_so(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    # A hold nobody releases (as a leaked one): the time moves only at the real pace.
+    await plain_client.test_service.lock_time_skipping(LockTimeSkippingRequest())
+    clock, scheduler = stepped
+    driver = ServerTimeDriver(plain_client, clock, scheduler, step=0.2)
+    await driver.start()
+    clock.start()
+    scheduler.start()
+    try:
+
+        async def stopped() -> bool:
+            try:
+                driver.raise_if_failed()
+            except ServerTimeStuck:
+                return True
+            return False
+
+        await assert_eventually(stopped, bool, timeout=30)
+    finally:
+        await driver.stop()
+        await plain_client.test_service.unlock_time_skipping(UnlockTimeSkippingRequest())
