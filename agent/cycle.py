@@ -217,12 +217,7 @@ def gpu_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
         state = store.load()
         log: list[str] = [store.corrupt_note] if store.corrupt_note else []
         unknowns: list[str] = []
-        try:
-            boot_id: str | None = read_boot_id(config.boot_id_path)
-        except OSError as err:
-            boot_id = None
-            log.append(f"boot id unreadable ({err}): reboots are not detected")
-        boot_changed = bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
+        boot_id, boot_changed = _boot(state, config, log)
         if boot_changed:
             log.append("new boot: Xids of the previous boot are no longer reported")
 
@@ -322,6 +317,16 @@ def gpu_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str]:
     )
 
 
+def _boot(state: dict[str, Any], config: AgentConfig, log: list[str]) -> tuple[str | None, bool]:
+    """This boot's id (None if unreadable, noted in ``log``); whether ``state`` is another's."""
+    try:
+        boot_id = read_boot_id(config.boot_id_path)
+    except OSError as err:
+        log.append(f"boot id unreadable ({err}): reboots are not detected")
+        return None, False
+    return boot_id, bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
+
+
 def _this_boots_state(
     store: StateStore, config: AgentConfig, forgotten: str
 ) -> tuple[dict[str, Any], str | None, list[str]]:
@@ -332,12 +337,7 @@ def _this_boots_state(
     """
     state = store.load()
     log: list[str] = [store.corrupt_note] if store.corrupt_note else []
-    try:
-        boot_id: str | None = read_boot_id(config.boot_id_path)
-    except OSError as err:
-        boot_id = None
-        log.append(f"boot id unreadable ({err}): reboots are not detected")
-    new_boot = bool(state.get("boot_id") and boot_id and state["boot_id"] != boot_id)
+    boot_id, new_boot = _boot(state, config, log)
     if new_boot:
         log.append(f"new boot: {forgotten}")
     return ({} if new_boot or state.get("corrupt") else state), boot_id, log
