@@ -279,26 +279,25 @@ class ListingVisibility:
         """Every open run, then every closed one (the test server sends one page of all)."""
         namespace = self._client.namespace
         service = self._client.workflow_service
-        rows: builtins.list[WorkflowExecutionInfo] = []
-        token = b""
-        while True:
-            opened = await service.list_open_workflow_executions(
+        pages = (
+            lambda token: service.list_open_workflow_executions(
                 ListOpenWorkflowExecutionsRequest(namespace=namespace, next_page_token=token),
                 timeout=rpc_timeout,
-            )
-            rows.extend(opened.executions)
-            token = opened.next_page_token
-            if not token:
-                break
-        while True:
-            closed = await service.list_closed_workflow_executions(
+            ),
+            lambda token: service.list_closed_workflow_executions(
                 ListClosedWorkflowExecutionsRequest(namespace=namespace, next_page_token=token),
                 timeout=rpc_timeout,
-            )
-            rows.extend(closed.executions)
-            token = closed.next_page_token
-            if not token:
-                break
+            ),
+        )
+        rows: builtins.list[WorkflowExecutionInfo] = []
+        for page in pages:  # open first, then closed (see the class)
+            token = b""
+            while True:
+                listed = await page(token)
+                rows.extend(listed.executions)
+                token = listed.next_page_token
+                if not token:
+                    break
         return rows
 
     async def _describe(
