@@ -29,14 +29,38 @@ LAG_EDGES = (1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, math.inf)
 """Upper edges (simulated seconds) of the lateness histogram."""
 
 
-def _late_quantile(counts: list[int], events: int, late_max: float, q: float) -> float:
-    """The upper edge of the lateness bucket the ``q`` quantile of ``events`` fell into."""
-    seen = 0
-    for edge, count in zip(LAG_EDGES, counts, strict=True):
-        seen += count
-        if events and seen >= q * events:
-            return edge if math.isfinite(edge) else round(late_max, 1)
-    return 0.0
+class _Lateness:
+    """How late the scheduler's events ran: a histogram over ``LAG_EDGES`` (callers lock)."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * len(LAG_EDGES)
+        self.most = 0.0
+        self.events = 0
+
+    def record(self, late: float) -> None:
+        """One event ran ``late`` simulated seconds after its time."""
+        self.events += 1
+        self.most = max(self.most, late)
+        self.counts[bisect.bisect_left(LAG_EDGES, late)] += 1
+
+    def report(self) -> dict[str, float | int]:
+        """Events, the p50 and p95 buckets' upper edges, the most, and how many were late."""
+        return {
+            "events": self.events,
+            "late_p50_s": self._quantile(0.5),
+            "late_p95_s": self._quantile(0.95),
+            "late_max_s": round(self.most, 1),
+            "late_over_60s": sum(self.counts[3:]),
+            "late_over_15m": sum(self.counts[5:]),
+        }
+
+    def _quantile(self, q: float) -> float:
+        seen = 0
+        for edge, count in zip(LAG_EDGES, self.counts, strict=True):
+            seen += count
+            if self.events and seen >= q * self.events:
+                return edge if math.isfinite(edge) else round(self.most, 1)
+        return 0.0
 
 
 class SimClock:
@@ -79,9 +103,7 @@ class SimClock:
         self._held_since: float | None = None
         self._held_real = 0.0
         self._holds = 0
-        self._late_counts = [0] * len(LAG_EDGES)
-        self._late_max = 0.0
-        self._events = 0
+        self._lateness = _Lateness()
         # (monotonic, simulated, rate) from each change of pace on: maps real moments
         # of the run to simulated time (sim_at), however often the clock was held.
         self._pace_starts: list[float] = []
@@ -129,9 +151,7 @@ class SimClock:
             mono = time.monotonic()
             now = self._at(mono)
             late = max(0.0, now - sim_t)
-            self._events += 1
-            self._late_max = max(self._late_max, late)
-            self._late_counts[bisect.bisect_left(LAG_EDGES, late)] += 1
+            self._lateness.record(late)
             if self.max_lag is not None and late > self.max_lag and self._held_since is None:
                 self._sim_base, self._real_base, self._rate = now, mono, 0.0
                 self._held_since = mono
@@ -214,22 +234,12 @@ class SimClock:
             real = mono - self._t0 if self._t0 is not None else 0.0
             sim = self._at(mono) if self._t0 is not None else 0.0
             held = self._held_real + (mono - self._held_since if self._held_since else 0.0)
-            counts, events = list(self._late_counts), self._events
-
-            def quantile(q: float) -> float:
-                return _late_quantile(counts, events, self._late_max, q)
-
             return {
                 "requested_factor": self.time_factor,
                 "achieved_factor": round(sim / real, 1) if real > 0 else self.time_factor,
                 "held_real_s": round(held, 2),
                 "holds": self._holds,
-                "events": events,
-                "late_p50_s": quantile(0.5),
-                "late_p95_s": quantile(0.95),
-                "late_max_s": round(self._late_max, 1),
-                "late_over_60s": sum(counts[3:]),
-                "late_over_15m": sum(counts[5:]),
+                **self._lateness.report(),
             }
 
 
@@ -259,9 +269,7 @@ class SteppedClock:
         self._t0: float | None = None
         self._wall0 = datetime.now(UTC)
         self._steps = 0
-        self._events = 0
-        self._late_counts = [0] * len(LAG_EDGES)
-        self._late_max = 0.0
+        self._lateness = _Lateness()
 
     def anchor(self, wall: datetime) -> None:
         """Simulated time 0 is ``wall`` on the driver's calendar (before :meth:`start`)."""
@@ -302,9 +310,7 @@ class SteppedClock:
         with self._cond:
             self._now = max(self._now, sim_t)
             late = max(0.0, self._until - sim_t)
-            self._events += 1
-            self._late_max = max(self._late_max, late)
-            self._late_counts[bisect.bisect_left(LAG_EDGES, late)] += 1
+            self._lateness.record(late)
             return late
 
     def idle(self) -> None:
@@ -355,24 +361,14 @@ class SteppedClock:
         """
         with self._cond:
             real = time.monotonic() - self._t0 if self._t0 is not None else 0.0
-            events, counts = self._events, list(self._late_counts)
             sim = self._until
-
-            def quantile(q: float) -> float:
-                return _late_quantile(counts, events, self._late_max, q)
-
             return {
                 "requested_factor": 0.0,
                 "achieved_factor": round(sim / real, 1) if real > 0 else 0.0,
                 "held_real_s": 0.0,
                 "holds": 0,
                 "steps": self._steps,
-                "events": events,
-                "late_p50_s": quantile(0.5),
-                "late_p95_s": quantile(0.95),
-                "late_max_s": round(self._late_max, 1),
-                "late_over_60s": sum(counts[3:]),
-                "late_over_15m": sum(counts[5:]),
+                **self._lateness.report(),
             }
 
 
