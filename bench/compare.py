@@ -93,6 +93,7 @@ async def measure(
     seed: int = 0,
     clock: str = "paced",
     step: float = DEFAULT_STEP,
+    step_phase: float = 0.0,
 ) -> tuple[dict[str, Any], CompareRun, list[PolicyResult]]:
     """Run one comparison of every baseline; wall, CPU and RSS with the full JSON rows.
 
@@ -122,6 +123,7 @@ async def measure(
         seed=seed,
         clock=clock,
         step=step,
+        step_phase=step_phase,
     )
     compare = CompareRun(options, ui=Console(quiet=True))
     cpu0, started = _cpu(), time.monotonic()
@@ -143,6 +145,7 @@ async def measure(
         # Clock-free (ADR 018) the factor plays no part; the step is what may not matter.
         "clock": clock,
         "step": step,
+        "step_phase": step_phase,
         "multiplier": multiplier,
         "new_node_fault_probability": new_node_fault_probability,
         "reboot_fault_probability": reboot_fault_probability,
@@ -231,15 +234,17 @@ def second_factor(first: float, asked: float | None) -> float:
 async def factor_check(
     factors: tuple[float, float],
     *,
-    noise_run: bool = False,
+    noise_runs: int = 0,
     report: Path | None = None,
     **size: Any,
 ) -> tuple[dict[str, Any], FactorCheck | None, str | None]:
     """The same comparison (same seed) at two factors 4x apart, judged strictly.
 
     The higher factor runs first (it is the faster): a policy with fewer than 100
-    incidents there is refused before the slower run. With ``noise_run`` a third
-    run repeats the first factor. ``size``: ``measure``'s keywords.
+    incidents there is refused before the slower run. ``noise_runs`` more runs
+    repeat the first factor; clock-free, run k of N moves the step grid by k/(N+1)
+    of a step (a repeat on the same grid replays the same run, so it measures no
+    noise). ``size``: ``measure``'s keywords.
 
     Returns:
         The JSON (the verdict and every run), the verdict (None when refused) and
@@ -251,12 +256,16 @@ async def factor_check(
     order = sorted(range(2), key=lambda i: -factors[i])
     runs: dict[str, dict[str, Any]] = {}
     first_compare: tuple[CompareRun, list[PolicyResult]] | None = None
-    plan = [(f"f{factors[i]:g}", factors[i]) for i in order]  # "f": factor or step
-    if noise_run:
-        plan.append((f"f{factors[0]:g}-noise", factors[0]))
+    # "f": factor or step; each entry (key, factor, step phase).
+    plan = [(f"f{factors[i]:g}", factors[i], 0.0) for i in order]
+    for k in range(1, noise_runs + 1):
+        key = f"f{factors[0]:g}-noise" + (str(k) if noise_runs > 1 else "")
+        plan.append((key, factors[0], k / (noise_runs + 1) if clock == "server" else 0.0))
     refusal: str | None = None
-    for key, factor in plan:
+    for key, factor, phase in plan:
         varied: dict[str, Any] = {setting: factor}
+        if phase:
+            varied["step_phase"] = phase
         measured, compare, results = await measure(**varied, **size)
         runs[key] = measured
         for warning in latency_warnings(results):
@@ -275,7 +284,7 @@ async def factor_check(
             verdict = judge(
                 runs[f"f{factors[0]:g}"],
                 runs[f"f{factors[1]:g}"],
-                runs.get(f"f{factors[0]:g}-noise"),
+                *(runs[key] for key, _, _ in plan[2:]),
             )
         except FactorCheckError as err:
             refusal = str(err)
@@ -373,16 +382,26 @@ def main() -> None:
     )
     parser.add_argument(
         "--noise-run",
-        action="store_true",
-        help="with --factor-check: a third run at F, whose difference from the first is the "
-        "measured noise a tolerance may widen to (no further)",
+        action="store_const",
+        const=1,
+        dest="noise_runs",
+        help="with --factor-check: one more run at F (--noise-runs 1)",
+    )
+    parser.add_argument(
+        "--noise-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --factor-check: N more runs at F (clock-free: the step grid moved by "
+        "k/(N+1) of a step); the largest difference from the first is the measured noise a "
+        "tolerance may widen to (no further)",
     )
     parser.add_argument(
         "--judge",
         nargs="+",
         type=Path,
         metavar="FILE",
-        help="judge two results already written (and a third, the noise run), no run",
+        help="judge two results already written (and any more, noise runs), no run",
     )
     args = parser.parse_args()
     for option, path in (("--report", args.report), ("--out", args.out)):
@@ -390,8 +409,10 @@ def main() -> None:
             parser.error(f"{option}: no directory {path.parent}")  # before minutes of runs
     if args.judge is not None:
         sys.exit(_judge_files(args.judge, args.out))
-    if args.noise_run and args.factor_check is None:
-        parser.error("--noise-run: only with --factor-check")
+    if args.noise_runs and args.factor_check is None:
+        parser.error("--noise-run(s): only with --factor-check")
+    if not 0 <= args.noise_runs <= 8:
+        parser.error(f"--noise-runs: 0 to 8, not {args.noise_runs}")
     if args.factor_check is not None:
         sys.exit(_factor_check(args))
     result = asyncio.run(
@@ -443,7 +464,7 @@ def _factor_check(args: argparse.Namespace) -> int:
     result, verdict, refusal = asyncio.run(
         factor_check(
             (first, second),
-            noise_run=args.noise_run,
+            noise_runs=args.noise_runs,
             report=args.report,
             quick=args.quick,
             nodes=args.nodes or (100 if args.quick else FACTOR_CHECK_NODES),
@@ -471,11 +492,9 @@ def _factor_check(args: argparse.Namespace) -> int:
 
 
 def _judge_files(paths: list[Path], out: Path | None) -> int:
-    """``--judge A B [NOISE]``: the verdict over results already written; the exit code."""
-    if len(paths) not in (2, 3):
-        return _refused(
-            f"--judge takes two result files and an optional noise run, not {len(paths)}"
-        )
+    """``--judge A B [NOISE...]``: the verdict over results already written; the exit code."""
+    if len(paths) < 2:
+        return _refused(f"--judge takes two result files and any noise runs, not {len(paths)}")
     docs = []
     for path in paths:
         try:

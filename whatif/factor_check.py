@@ -30,10 +30,17 @@ Judged, per policy (``first`` and ``second`` in the order given):
 - **MTTR p50 on the simulator's clock** (``mttr_clock_p50_s``): ``|a - b| <=
   10%`` of the larger; missing in one run only is a failure.
 
-With a noise run (a third run at one of the two factors, same seed and fleet),
-the noise of a metric is ``|x - x'|`` between the two runs at that factor, and
-the metric's allowed difference is ``max(tolerance, noise)``: widened only to
-the noise measured, never further; each row says which applied.
+With noise runs (more runs at one of the two factors, same seed and fleet), the
+noise of a metric is the largest ``|x - x'|`` between a noise run and the run at
+its factor, and the metric's allowed difference is ``max(tolerance, noise)``:
+widened only to the noise measured, never further; each row says which applied.
+Clock-free, a repeat on the same step grid replays the same run (the world and
+the test server's clock are deterministic), so a noise run moves the grid by a
+fraction of a step (``step_phase``): it differs from the first only in where
+events fall between steps, which is what a different step changes too. Counts
+of what happened to jobs are chaotic in that sense: one incident a few seconds
+earlier frees a node sooner, the next job lands elsewhere, and a later fault
+finds a different job (or none) on its node.
 """
 
 from __future__ import annotations
@@ -122,6 +129,8 @@ class RunResult:
     policies: dict[str, dict[str, Any]]
     clock: str = "paced"
     """``paced`` (real time x factor) or ``server`` (clock-free: the test server's)."""
+    phase: float = 0.0
+    """Clock-free: where the step grid fell, a fraction of a step (``step_phase``)."""
 
 
 def _need(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -171,6 +180,9 @@ def read_run(doc: object, label: str) -> RunResult:
     else:
         fleet = {key: _need(doc, key, (int, float), where) for key in LEGACY_FLEET_KEYS}
     seed = int(_need(doc, "seed", int, where)) if "seed" in doc else LEGACY_SEED
+    phase = float(_need(doc, "step_phase", (int, float), where)) if "step_phase" in doc else 0.0
+    if not 0.0 <= phase < 1.0:
+        raise FactorCheckError(f"{where}: step_phase {phase:g} is not in [0, 1)")
     return RunResult(
         label=label,
         time_factor=factor,
@@ -179,6 +191,7 @@ def read_run(doc: object, label: str) -> RunResult:
         digest=digest,
         policies={str(k): dict(v) for k, v in policies.items()},
         clock=clock,
+        phase=phase,
     )
 
 
@@ -212,7 +225,8 @@ class Judged:
         second: Its value in the second run.
         difference: ``|first - second|`` (availability in percentage points).
         tolerance: The strict allowed difference, in the same unit.
-        noise: ``|x - x'|`` of the two runs at the noise factor (None: no noise run).
+        noise: The largest ``|x - x'|`` of a noise run and the run at its factor
+            (None: no noise run).
         allowed: ``max(tolerance, noise)``: what the difference was judged against.
         passed: ``difference <= allowed``.
         note: Why the row reads as it does, when it needs saying.
@@ -256,7 +270,7 @@ def _judge_metric(
     metric: str,
     a: float | None,
     b: float | None,
-    noise_pair: tuple[float | None, float | None] | None,
+    noise_pairs: list[tuple[float | None, float | None]],
 ) -> Judged:
     if a is None and b is None:
         return Judged(policy, metric, a, b, None, 0.0, None, 0.0, True, "no MTTR in either run")
@@ -264,7 +278,8 @@ def _judge_metric(
         return Judged(policy, metric, a, b, None, 0.0, None, 0.0, False, "measured in one run only")
     difference = abs(a - b) * (100.0 if metric == AVAILABILITY else 1.0)
     tolerance = _tolerance(metric, a, b)
-    noise = _distance(metric, *noise_pair) if noise_pair is not None else None
+    distances = [d for d in (_distance(metric, *pair) for pair in noise_pairs) if d is not None]
+    noise = max(distances) if distances else None
     allowed = max(tolerance, noise or 0.0)
     notes = []
     if metric not in (AVAILABILITY, MTTR) and max(a, b) < SMALL_COUNT:
@@ -283,16 +298,17 @@ def _judge_metric(
 
 @dataclass(frozen=True)
 class FactorCheck:
-    """The verdict over two runs of the same comparison at two factors (and a noise run).
+    """The verdict over two runs of the same comparison at two factors (and noise runs).
 
     Attributes:
         factors: The first and second run's factors.
         seed: Their seed.
         fleet: Their fleet.
         digest: Their fault timeline's digest.
-        incidents: Policy -> incidents in each run (first, second[, noise]).
+        incidents: Policy -> incidents in each run (first, second, noise runs...).
         rows: Every judged metric.
-        noise_factor: The noise run's factor (None: no noise run).
+        noise_factor: The noise runs' factor (None: no noise run).
+        noise_phases: Each noise run's step phase (clock-free; 0 when paced).
         unsettled: Runs and policies whose incidents had not all settled (a caution).
         latency_share: Policy -> each run's latency share of MTTR p50 (``whatif.latency``).
         clock: ``paced`` (the factors are time factors) or ``server`` (clock-free: the
@@ -307,6 +323,7 @@ class FactorCheck:
     clock: str = "paced"
     rows: list[Judged] = field(default_factory=list)
     noise_factor: float | None = None
+    noise_phases: list[float] = field(default_factory=list)
     unsettled: list[str] = field(default_factory=list)
     latency_share: dict[str, list[float | None]] = field(default_factory=dict)
 
@@ -351,6 +368,8 @@ class FactorCheck:
             "clock": self.clock,
             "factors": list(self.factors),
             "noise_factor": self.noise_factor,
+            "noise_runs": len(self.noise_phases),
+            "noise_phases": self.noise_phases,
             "seed": self.seed,
             "fleet": self.fleet,
             "digest": self.digest,
@@ -372,7 +391,8 @@ def rules() -> dict[str, Any]:
         "availability_points": AVAILABILITY_POINTS,
         "count_fraction_of_larger": COUNT_FRACTION,
         "mttr_clock_p50_fraction_of_larger": MTTR_FRACTION,
-        "noise": "allowed = max(tolerance, |x - x'| of the two runs at the noise factor)",
+        "noise": "allowed = max(tolerance, the largest |x - x'| of a noise run and the run "
+        "at its factor)",
     }
 
 
@@ -445,14 +465,15 @@ def _same(a: RunResult, b: RunResult) -> None:
         raise FactorCheckError(f"policies from different sources: {', '.join(sources)}")
 
 
-def judge(first: object, second: object, noise: object | None = None) -> FactorCheck:
+def judge(first: object, second: object, *noise: object) -> FactorCheck:
     """Judge two runs of one comparison at two factors 4x apart (see the module's rules).
 
     Args:
         first: The first run's result document (``bench.compare``'s JSON, loaded) or
             a :class:`RunResult`.
         second: The second run's, at a factor 4x apart.
-        noise: Optionally a third run at the first or second factor: the measured noise.
+        noise: Noise runs, all at the first or all at the second factor: the measured
+            noise.
 
     Raises:
         FactorCheckError: Refused (bad input, too few incidents): the message says why.
@@ -461,28 +482,35 @@ def judge(first: object, second: object, noise: object | None = None) -> FactorC
     b = second if isinstance(second, RunResult) else read_run(second, "the second run")
     check_factors(a.time_factor, b.time_factor)
     _same(a, b)
-    n: RunResult | None = None
-    if noise is not None:
-        n = noise if isinstance(noise, RunResult) else read_run(noise, "the noise run")
+    ns: list[RunResult] = []
+    for i, doc in enumerate(noise, 1):
+        label = "the noise run" if len(noise) == 1 else f"noise run {i}"
+        n = doc if isinstance(doc, RunResult) else read_run(doc, label)
         if n.time_factor not in (a.time_factor, b.time_factor):
             raise FactorCheckError(
-                f"the noise run is at factor {n.time_factor:g}; it must repeat one of the "
+                f"{label} is at factor {n.time_factor:g}; it must repeat one of the "
                 f"two ({a.time_factor:g} or {b.time_factor:g})"
             )
+        if ns and n.time_factor != ns[0].time_factor:
+            raise FactorCheckError(
+                f"noise runs at two factors ({ns[0].time_factor:g} and {n.time_factor:g}): "
+                "they must all repeat the same one"
+            )
         _same(a, n)
-    for run in (a, b, *((n,) if n is not None else ())):
+        ns.append(n)
+    for run in (a, b, *ns):
         check_incidents(run)
-    twin = None if n is None else (a if n.time_factor == a.time_factor else b)
+    twin = (a if ns[0].time_factor == a.time_factor else b) if ns else None
     rows: list[Judged] = []
     for name in a.policies:
         va, vb = metrics(a.policies[name]), metrics(b.policies[name])
         vt = metrics(twin.policies[name]) if twin is not None else None
-        vn = metrics(n.policies[name]) if n is not None else None
-        keys = list(dict.fromkeys([*va, *vb, *(vn or {})]))
+        vns = [metrics(n.policies[name]) for n in ns]
+        keys = list(dict.fromkeys([*va, *vb, *(k for vn in vns for k in vn)]))
         for key in keys:
-            pair = None if vt is None or vn is None else (_value(vt, key), _value(vn, key))
-            rows.append(_judge_metric(name, key, _value(va, key), _value(vb, key), pair))
-    runs = [a, b, *((n,) if n is not None else ())]
+            pairs = [] if vt is None else [(_value(vt, key), _value(vn, key)) for vn in vns]
+            rows.append(_judge_metric(name, key, _value(va, key), _value(vb, key), pairs))
+    runs = [a, b, *ns]
     return FactorCheck(
         factors=(a.time_factor, b.time_factor),
         clock=a.clock,
@@ -491,7 +519,8 @@ def judge(first: object, second: object, noise: object | None = None) -> FactorC
         digest=a.digest,
         incidents={p: [int(r.policies[p]["incidents"]) for r in runs] for p in a.policies},
         rows=rows,
-        noise_factor=None if n is None else n.time_factor,
+        noise_factor=ns[0].time_factor if ns else None,
+        noise_phases=[n.phase for n in ns],
         unsettled=[
             f"{r.label} {p}"
             for r in runs
@@ -561,7 +590,7 @@ def table_rows(check: FactorCheck) -> list[tuple[str, ...]]:
 def verdict_line(check: FactorCheck) -> str:
     """One line: passed or failed, the factors and what failed."""
     f1, f2 = (f"{f:g}" for f in check.factors)
-    noise = f", noise measured at {check.noise_factor:g}" if check.noise_factor else ""
+    noise = f", noise measured at {_noise_runs(check)}" if check.noise_factor else ""
     word = check.setting
     if check.passed:
         return f"{word} check PASSED: {word}s {f1} and {f2}{noise}, {len(check.rows)} metrics"
@@ -570,6 +599,19 @@ def verdict_line(check: FactorCheck) -> str:
         f"{word} check FAILED: {word}s {f1} and {f2}{noise}: {len(check.failures)} of "
         f"{len(check.rows)} metrics outside their tolerance ({failed})"
     )
+
+
+def _noise_runs(check: FactorCheck) -> str:
+    # "15 (2 runs, step grid moved by 1/3 and 2/3 of a step)"
+    runs = len(check.noise_phases)
+    what = f"{check.noise_factor:g}" + (f" ({runs} runs" if runs > 1 else "")
+    moved = [p for p in check.noise_phases if p]
+    if moved:
+        shifts = " and ".join(f"{p:.2g}" for p in moved)
+        what += (", " if runs > 1 else " (") + f"step grid moved by {shifts} of a step)"
+    elif runs > 1:
+        what += ")"
+    return what
 
 
 def text_table(check: FactorCheck) -> str:
@@ -627,8 +669,9 @@ def html_section(check: FactorCheck | None, refusal: str | None = None) -> str:
         f"difference fails); MTTR p50 on the simulator's clock within {MTTR_FRACTION:.0%} of "
         "the larger"
         + (
-            f"; a noise run at {check.noise_factor:g} widens a tolerance to the difference it "
-            "measured between the two runs at that factor, no further"
+            f"; noise runs at {html.escape(_noise_runs(check))} widen a tolerance to the "
+            "largest difference measured between a noise run and the run at that "
+            f"{check.setting}, no further"
             if check.noise_factor is not None
             else ""
         )

@@ -87,6 +87,9 @@ class CompareOptions(BaseModel):
     own, whose clock the fleet follows; ``time_factor`` plays no part."""
     step: float = Field(default=DEFAULT_STEP, gt=0, le=300)
     """With ``clock=server``: simulated seconds the fleet's clock moves at most at once."""
+    step_phase: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """With ``clock=server``: where the step grid falls, a fraction of a step (the first
+    step is ``step * (1 - step_phase)``). Only the factor check's noise runs move it."""
 
     @model_validator(mode="after")
     def _clock_free_limits(self) -> CompareOptions:
@@ -95,6 +98,8 @@ class CompareOptions(BaseModel):
                 "--chaos runs on the paced clock only (--clock paced): it kills and restarts "
                 "parts in real time, which the test server's clock does not see"
             )
+        if self.clock != "server" and self.step_phase:
+            raise ValueError("step_phase: only with the clock-free comparison (--clock server)")
         return self
 
     @field_validator("chaos_kinds", "chaos_faults")

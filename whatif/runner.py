@@ -413,7 +413,12 @@ class CompareRun:
             ),
         ]
         return ServerTimeDriver(
-            client, clock, stack.fleet.scheduler, step=self.options.step, barriers=barriers
+            client,
+            clock,
+            stack.fleet.scheduler,
+            step=self.options.step,
+            barriers=barriers,
+            phase=self.options.step_phase,
         )
 
     async def _admission(

@@ -142,6 +142,10 @@ class ServerTimeDriver:
         scheduler: The fleet's scheduler (its ``on_idle`` is taken over).
         step: Simulated seconds per step (> 0).
         barriers: Awaited (in order) before each step.
+        phase: Where the step grid falls, as a fraction of a step (0 <= phase < 1):
+            the first step is ``step * (1 - phase)`` long, every later one ``step``.
+            Two runs at one step and different phases differ only in where events
+            fall between steps: the factor check's measure of noise.
     """
 
     def __init__(
@@ -152,13 +156,17 @@ class ServerTimeDriver:
         *,
         step: float = DEFAULT_STEP,
         barriers: Sequence[Barrier] = (),
+        phase: float = 0.0,
     ) -> None:
         if not step > 0:
             raise ValueError(f"the step must be positive simulated seconds, got {step!r}")
+        if not 0.0 <= phase < 1.0:
+            raise ValueError(f"the phase must be a fraction of a step in [0, 1), got {phase!r}")
         self._server = TestServerTime(client)
         self._clock = clock
         self._scheduler = scheduler
         self._step = step
+        self._next_step = step * (1.0 - phase)
         self._barriers = list(barriers)
         self._idle = asyncio.Event()
         self._idle_after = -1  # the scheduler's wake count at its last idle spell
@@ -229,9 +237,10 @@ class ServerTimeDriver:
                 await self._idle.wait()
             for barrier in self._barriers:
                 await barrier()
-            target = self._clock.now() + self._step
+            length, self._next_step = self._next_step, self._step
+            target = self._clock.now() + length
             began = time.monotonic()
-            await self._server.sleep(self._step)
+            await self._server.sleep(length)
             took = time.monotonic() - began
             self.real_waiting += took
             self.steps += 1

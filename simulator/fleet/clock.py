@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.config import AgentConfig
 from gpu_remediation.policy import Duration
 
 DEFAULT_MAX_LAG = 60.0
@@ -426,8 +427,12 @@ class Durations(BaseModel):
         description="A hung kubelet's node turns Ready=Unknown after this (node controller).",
     )
     application_clear: Duration = Field(
-        default=timedelta(minutes=10),
-        description="An application fault (Xid 13/31) is reported until the job restarts.",
+        # A crashing job prints its Xid 13/31 once; the node agent keeps reporting an
+        # Xid for its xid_hold after the line (agent/config.py), then the GPU shows
+        # healthy again. The default is that hold, not a figure of its own.
+        default=timedelta(seconds=AgentConfig.xid_hold),
+        description="An application fault (Xid 13/31) is reported this long: the node "
+        "agent's xid_hold after the crash's one Xid line.",
     )
     false_positive_clear: Duration = Field(
         default=timedelta(minutes=30),

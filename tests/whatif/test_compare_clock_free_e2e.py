@@ -63,3 +63,12 @@ def test_chaos_is_refused_on_the_servers_clock() -> None:
 
     with pytest.raises(CompareError, match="--chaos runs on the paced clock only"):
         options_from(clock="server", chaos=True)
+
+
+@pytest.mark.unit
+def test_a_step_phase_is_refused_on_the_paced_clock() -> None:
+    from whatif.options import CompareError
+
+    with pytest.raises(CompareError, match="step_phase: only with the clock-free comparison"):
+        options_from(clock="paced", step_phase=0.5)
+    assert options_from(clock="server", step_phase=0.5).step_phase == 0.5

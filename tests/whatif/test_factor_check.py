@@ -319,6 +319,38 @@ def test_noise_is_measured_at_the_noise_runs_own_factor() -> None:
     assert not check.passed
 
 
+def test_several_noise_runs_widen_a_tolerance_to_the_largest_noise_measured() -> None:
+    # Clock-free: two repeats at step 15 on grids moved by 1/3 and 2/3 of a step.
+    def clock_free(step: float, phase: float = 0.0, caused: int = 30) -> dict[str, Any]:
+        jobs = policy_row()["jobs"] | {"remediation_caused_failures": caused}
+        return run(step, graded=policy_row(jobs=jobs)) | {
+            "clock": "server",
+            "step": step,
+            "step_phase": phase,
+        }
+
+    first, second = clock_free(15), clock_free(3.75, caused=36)
+    noise = [clock_free(15, 1 / 3, caused=33), clock_free(15, 2 / 3, caused=24)]
+    check = judge(first, second, *noise)
+    row = row_of(check, "graded", "jobs.remediation_caused_failures")
+    assert (row.difference, row.noise, row.allowed, row.passed) == (6, 6, 6, True)
+    assert check.noise_phases == [pytest.approx(1 / 3), pytest.approx(2 / 3)]
+    assert check.as_json()["noise_runs"] == 2
+    assert "15 (2 runs, step grid moved by 0.33 and 0.67 of a step)" in text_table(check)
+    # One repeat that happened to land close measures less noise: 6 events then fail.
+    assert failing(judge(first, second, noise[0])) == ["graded jobs.remediation_caused_failures"]
+
+
+def test_noise_runs_at_two_factors_are_refused() -> None:
+    with pytest.raises(FactorCheckError, match="noise runs at two factors"):
+        judge(run(6000), run(1500), run(6000), run(1500))
+
+
+def test_a_step_phase_outside_a_step_is_refused() -> None:
+    with pytest.raises(FactorCheckError, match="step_phase 1 is not in"):
+        judge(run(6000), run(1500), run(6000) | {"step_phase": 1.0})
+
+
 def test_a_noise_run_at_a_third_factor_is_refused() -> None:
     with pytest.raises(FactorCheckError, match="noise run is at factor 3000"):
         judge(run(6000), run(1500), run(3000))

@@ -42,8 +42,10 @@ async def stepped() -> AsyncIterator[tuple[SteppedClock, Scheduler]]:
     scheduler.stop()
 
 
-async def _drive(client: Client, clock: SteppedClock, scheduler: Scheduler) -> ServerTimeDriver:
-    driver = ServerTimeDriver(client, clock, scheduler, step=STEP)
+async def _drive(
+    client: Client, clock: SteppedClock, scheduler: Scheduler, phase: float = 0.0
+) -> ServerTimeDriver:
+    driver = ServerTimeDriver(client, clock, scheduler, step=STEP, phase=phase)
     await driver.start()
     clock.start()
     scheduler.start()
@@ -123,6 +125,35 @@ def test_a_step_must_be_positive() -> None:
     clock = SteppedClock()
     with pytest.raises(ValueError, match="positive"):
         ServerTimeDriver(None, clock, Scheduler(clock), step=0)  # type: ignore[arg-type]
+
+
+@pytest.mark.unit
+def test_a_phase_must_be_a_fraction_of_a_step() -> None:
+    clock = SteppedClock()
+    with pytest.raises(ValueError, match=r"phase must be a fraction of a step in \[0, 1\)"):
+        ServerTimeDriver(None, clock, Scheduler(clock), phase=1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.integration
+async def test_a_phase_moves_the_step_grid_and_not_the_events(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    # The factor check's noise runs: the same events, steps falling elsewhere.
+    clock, scheduler = stepped
+    ran: list[float] = []
+    scheduler.call_at(100.0, lambda: ran.append(clock.now()))
+    driver = await _drive(plain_client, clock, scheduler, phase=0.5)
+    try:
+
+        async def done() -> int:
+            return len(ran)
+
+        await assert_eventually(done, lambda n: n == 1, timeout=60)
+    finally:
+        await driver.stop()
+    assert ran == [100.0]
+    # Idle, the clock reads its step: the first was half a step, every later one whole.
+    assert (clock.now() - STEP / 2) % STEP == 0, clock.now()
 
 
 @pytest.mark.integration
