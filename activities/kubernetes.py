@@ -270,14 +270,20 @@ class KubernetesActivities:
         selector = (
             f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
         )
+        fresh: list[NodeSummary] = []
         while True:
             old = await call_api(self._core.read_node, input.node, missing_ok=True)
-            try:
-                nodes = await list_node_summaries(self._core, selector)
-            except ApiException as err:
-                raise api_error("list_node", err) from err
-            fresh = _replacement_candidates(nodes, input.node, since)
-            new_node = await self._claim_replacement(input.node, fresh) if old is None else None
+            new_node = None
+            # No new node is taken while the old one stands, so the pool (hundreds of
+            # nodes) is listed only once it is gone: listing it every poll of a
+            # drain was most of the worker's CPU in the comparison.
+            if old is None:
+                try:
+                    nodes = await list_node_summaries(self._core, selector)
+                except ApiException as err:
+                    raise api_error("list_node", err) from err
+                fresh = _replacement_candidates(nodes, input.node, since)
+                new_node = await self._claim_replacement(input.node, fresh)
             activity.heartbeat(
                 {
                     "old_node_gone": old is None,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -70,7 +72,16 @@ async def _main(spec: dict[str, Any]) -> int:
 def main() -> None:
     """The child's entry point."""
     spec = json.loads(sys.stdin.read())
-    sys.exit(asyncio.run(_main(spec)))
+    code = asyncio.run(_main(spec))
+    # Everything the lane reports is written and flushed by now. Skipping the
+    # interpreter's finalization is deliberate: a Temporal runtime thread that
+    # touches the GIL while Python finalizes aborts the process (seen once:
+    # "PyGILState_Release: thread state ... must be current", exit -6), which
+    # turned a finished lane into a failed comparison.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 if __name__ == "__main__":

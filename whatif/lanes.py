@@ -110,9 +110,8 @@ async def _lane(compare: CompareRun, index: int, address: str, namespace: str) -
             await _stop(child)
     if result is None or code != 0:
         tail = "\n".join(stray[-20:]) + err_path.read_text(errors="replace")[-2000:]
-        raise CompareError(
-            f"policy {name!r} (child process, exit {code}): {error or 'no result'}\n{tail}"
-        )
+        what = error or ("no result" if result is None else "it ended badly after its result")
+        raise CompareError(f"policy {name!r} (child process, exit {code}): {what}\n{tail}")
     return result
 
 
