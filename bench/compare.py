@@ -371,6 +371,13 @@ def main() -> None:
         "--factor-check the check runs at this step and at a quarter of it",
     )
     parser.add_argument(
+        "--step-phase",
+        type=float,
+        default=0.0,
+        help="with --clock server: move the step grid by this fraction of a step, 0 to <1 "
+        "(what the factor check's noise runs vary)",
+    )
+    parser.add_argument(
         "--factor-check",
         type=float,
         nargs="?",
@@ -384,6 +391,7 @@ def main() -> None:
         "--noise-run",
         action="store_const",
         const=1,
+        default=0,
         dest="noise_runs",
         help="with --factor-check: one more run at F (--noise-runs 1)",
     )
@@ -409,6 +417,10 @@ def main() -> None:
             parser.error(f"{option}: no directory {path.parent}")  # before minutes of runs
     if args.judge is not None:
         sys.exit(_judge_files(args.judge, args.out))
+    if not 0 <= args.step_phase < 1:
+        parser.error(f"--step-phase: a fraction of a step, 0 to below 1, not {args.step_phase:g}")
+    if args.step_phase and args.factor_check is not None:
+        parser.error("--step-phase: not with --factor-check (its noise runs set it)")
     if args.noise_runs and args.factor_check is None:
         parser.error("--noise-run(s): only with --factor-check")
     if not 0 <= args.noise_runs <= 8:
@@ -430,6 +442,7 @@ def main() -> None:
             seed=args.seed,
             clock=args.clock,
             step=args.step,
+            step_phase=args.step_phase,
         )
     )
     for warning in result["latency_warnings"]:

@@ -40,9 +40,22 @@ def test_one_factor_only_is_refused_before_anything_runs() -> None:
 
 
 def test_a_noise_run_needs_the_factor_check() -> None:
-    done = bench("--noise-run", timeout=30)
+    for flags in (("--noise-run",), ("--noise-runs", "3")):
+        done = bench(*flags, timeout=30)
+        assert done.returncode == 2
+        assert "--noise-run(s): only with --factor-check" in done.stderr
+
+
+def test_bad_noise_runs_and_step_phases_are_refused_before_anything_runs() -> None:
+    done = bench("--factor-check", "--noise-runs", "9", timeout=30)
     assert done.returncode == 2
-    assert "--noise-run: only with --factor-check" in done.stderr
+    assert "--noise-runs: 0 to 8, not 9" in done.stderr
+    done = bench("--clock", "server", "--step-phase", "1", timeout=30)
+    assert done.returncode == 2
+    assert "--step-phase: a fraction of a step, 0 to below 1, not 1" in done.stderr
+    done = bench("--clock", "server", "--step-phase", "0.5", "--factor-check", timeout=30)
+    assert done.returncode == 2
+    assert "--step-phase: not with --factor-check" in done.stderr
 
 
 def test_a_run_with_too_few_incidents_is_refused_saying_how_many(tmp_path: Path) -> None:
