@@ -15,7 +15,8 @@ fleet's :class:`~simulator.fleet.clock.SteppedClock` follows it:
    (``UnlockTimeSkippingWithSleep``): the server skips there unless workflows or
    activities hold it, in which case time moves at the real pace of their work.
 3. The server re-takes the driver's lock at the step's end; the driver advances
-   the fleet's clock to it and wakes the scheduler.
+   the fleet's clock to the server's time (the step, plus whatever real time the
+   server's clock ran while something held it) and wakes the scheduler.
 
 Activities that wait for the world sleep the same way (``activities.world_time``),
 so waiting for a reboot costs no real time. What real latency is left is counted
@@ -238,14 +239,19 @@ class ServerTimeDriver:
             for barrier in self._barriers:
                 await barrier()
             length, self._next_step = self._next_step, self._step
-            target = self._clock.now() + length
             began = time.monotonic()
             await self._server.sleep(length)
             took = time.monotonic() - began
             self.real_waiting += took
             self.steps += 1
             self._check_held(took)
-            self._clock.advance(target)
+            # The server's clock is not only the steps: while time skipping is locked
+            # (by this driver between steps, a workflow task, an activity) it moves at
+            # the real pace. The fleet follows where it is, or the two drift apart by
+            # every step's real time: about 15 minutes over a month, enough for a
+            # replacement node to look older than its NodeClaim's deletion.
+            reached = self._clock.sim_at(await self._server.wall())
+            self._clock.advance(max(reached, self._clock.now() + length))
             self._wake()
 
     def _check_held(self, took: float) -> None:
