@@ -15,12 +15,10 @@ import argparse
 import asyncio
 import json
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.testservice.v1 import SleepRequest
-
+from activities.world_time import TestServerTime
 from whatif.server_time import DEFAULT_STEP, time_skipping_server
 
 
@@ -28,13 +26,12 @@ async def measure(steps: int, block: int, step: float = DEFAULT_STEP) -> dict[st
     """Real milliseconds per call, per block of ``block`` calls, over ``steps`` calls."""
     blocks: list[dict[str, float]] = []
     async with time_skipping_server() as (client, _):
+        server = TestServerTime(client)
         began = time.perf_counter()
         for done in range(block, steps + 1, block):
             start = time.perf_counter()
             for _ in range(block):
-                request = SleepRequest()
-                request.duration.FromTimedelta(timedelta(seconds=step))
-                await client.test_service.unlock_time_skipping_with_sleep(request)
+                await server.sleep(step)  # the driver's step call (UnlockTimeSkippingWithSleep)
             per_call = (time.perf_counter() - start) / block * 1000
             blocks.append({"calls_made": done, "ms_per_call": round(per_call, 3)})
             print(f"after {done:7d} calls: {per_call:.3f} ms per call", flush=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 
 import pytest
@@ -21,7 +21,7 @@ from activities.world_time import TestServerTime
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
 from tests.conftest import assert_eventually
-from whatif.server_time import ServerTimeDriver, ServerTimeStuck
+from whatif.server_time import Barrier, ServerTimeDriver, ServerTimeStuck
 
 STEP = 15.0
 
@@ -44,9 +44,14 @@ async def stepped() -> AsyncIterator[tuple[SteppedClock, Scheduler]]:
 
 
 async def _drive(
-    client: Client, clock: SteppedClock, scheduler: Scheduler, phase: float = 0.0
+    client: Client,
+    clock: SteppedClock,
+    scheduler: Scheduler,
+    *,
+    barriers: Sequence[Barrier] = (),
+    phase: float = 0.0,
 ) -> ServerTimeDriver:
-    driver = ServerTimeDriver(client, clock, scheduler, step=STEP, phase=phase)
+    driver = ServerTimeDriver(client, clock, scheduler, step=STEP, barriers=barriers, phase=phase)
     await driver.start()
     clock.start()
     scheduler.start()
@@ -140,10 +145,7 @@ async def test_the_fleets_clock_keeps_up_with_the_real_time_the_servers_clock_ra
     async def slow() -> None:
         await asyncio.sleep(hold)
 
-    driver = ServerTimeDriver(plain_client, clock, scheduler, step=STEP, barriers=[slow])
-    await driver.start()
-    clock.start()
-    scheduler.start()
+    driver = await _drive(plain_client, clock, scheduler, barriers=[slow])
     try:
 
         async def steps() -> int:
@@ -177,10 +179,7 @@ async def test_a_phase_moves_the_step_grid_and_not_the_events(
         idle_at.append(clock.now())
 
     scheduler.call_at(100.0, lambda: ran.append(clock.now()))
-    driver = ServerTimeDriver(plain_client, clock, scheduler, step=STEP, barriers=[note], phase=0.5)
-    await driver.start()
-    clock.start()
-    scheduler.start()
+    driver = await _drive(plain_client, clock, scheduler, barriers=[note], phase=0.5)
     try:
 
         async def done() -> int:
