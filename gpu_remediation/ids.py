@@ -30,6 +30,10 @@ SEMAPHORE_WORKFLOW_TYPE = "ReplacementSemaphoreWorkflow"
 """Workflow type of the replacement semaphore (``ensure_semaphore`` starts it by this name,
 so the activities import no workflow module)."""
 
+PERMIT_GUARD_WORKFLOW_TYPE = "PermitGuardWorkflow"
+"""Workflow type of a permit holder's guard child (``ParentClosePolicy.REQUEST_CANCEL``;
+the clock-free comparison applies that policy itself, ``whatif.parent_close``)."""
+
 NODE_WORKFLOW_TYPE = "NodeRemediation"
 """Workflow type of the per-node incident (starters that do not import the workflow use it)."""
 

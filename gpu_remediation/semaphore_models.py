@@ -124,3 +124,10 @@ class PermitGuardInput(Model):
     request_id: str
     holder_workflow_id: str
     holder_run_id: str
+
+    def release(self) -> PermitRelease:
+        """The release the guard sends when its holder closed."""
+        return PermitRelease(
+            request_id=self.request_id,
+            reason=f"guard: holder {self.holder_workflow_id}/{self.holder_run_id} closed",
+        )

@@ -47,6 +47,7 @@ from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
 from gpu_remediation import decision_log as log_words
+from gpu_remediation.ids import SEMAPHORE_WORKFLOW_TYPE
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
 from simulator.fleet.clock import SteppedClock
 from simulator.kube_api.resources import NODES, PODS
@@ -61,8 +62,9 @@ from whatif.options import (
     compare_fleet,
     resolve_policies,
 )
+from whatif.parent_close import OrphanedGuardRelease
 from whatif.relay import RelayProcess
-from whatif.server_time import ServerTimeDriver, caught_up, time_skipping_server
+from whatif.server_time import ServerTimeDriver, WriteGate, caught_up, time_skipping_server
 from whatif.timeline import Timeline, timeline
 
 log = logging.getLogger("gpu_remediation.compare")
@@ -292,6 +294,9 @@ class CompareRun:
         )
         stepped = SteppedClock() if self.clock_free else None
         driver: ServerTimeDriver | None = None
+        # Clock-free, the lane's writes to Temporal wait for the server's clock: the
+        # fleet steps alone while the server has nothing to time (whatif.server_time).
+        gate = WriteGate() if self.clock_free else None
 
         async def before_clock(stack: DemoStack) -> None:
             nonlocal driver
@@ -299,10 +304,12 @@ class CompareRun:
                 await relay.start(stack)
             if stepped is not None:
                 driver = self._driver(stack, client, stepped)
+                if gate is not None:
+                    gate.attach(driver)
                 await driver.start()
 
         stack = DemoStack(
-            client,
+            gate.wrap(client) if gate is not None else client,
             address,
             StackOptions(
                 fleet=self.fleet_config,
@@ -359,6 +366,8 @@ class CompareRun:
             if driver is not None:
                 await driver.stop()
                 timing["steps"] = driver.steps
+                timing["fleet_steps"] = driver.fleet_steps
+                timing["catch_ups"] = driver.catch_ups
             if relay is not None:
                 await relay.stop()
             await stack.stop()
@@ -419,6 +428,10 @@ class CompareRun:
             step=self.options.step,
             barriers=barriers,
             phase=self.options.step_phase,
+            # Only the semaphores wait with no incident open, and without a timer.
+            idle_types={SEMAPHORE_WORKFLOW_TYPE},
+            # The permit guards' parent close policy, which the test server ignores.
+            after_step=OrphanedGuardRelease(client),
         )
 
     async def _admission(

@@ -21,6 +21,15 @@ fleet's :class:`~simulator.fleet.clock.SteppedClock` follows it:
 Activities that wait for the world sleep the same way (``activities.world_time``),
 so waiting for a reboot costs no real time. What real latency is left is counted
 at its real length (a factor of 1), not stretched by a factor.
+
+While no incident is open the server has nothing to time (only semaphores wait,
+timerless), so the driver steps the fleet alone and leaves the server's clock
+behind: the test server's step call slows with every call it has answered
+(docs/scaling.md), and a month is mostly quiet. Every write to Temporal from
+outside the worker (the watcher starting an incident, the relay signalling one)
+passes :class:`WriteGate`, which first brings the server's clock to the fleet's
+and resumes stepping both; nothing can start on the server without it, so the
+server only ever skips time in which it had nothing to do.
 """
 
 from __future__ import annotations
@@ -29,10 +38,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from typing import Any, Protocol
 
-from temporalio.client import Client
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
+from temporalio.api.workflowservice.v1 import ListOpenWorkflowExecutionsRequest
+from temporalio.client import (
+    CancelWorkflowInput,
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    SignalWorkflowInput,
+    StartWorkflowInput,
+    StartWorkflowUpdateInput,
+    StartWorkflowUpdateWithStartInput,
+    TerminateWorkflowInput,
+    WorkflowHandle,
+    WorkflowUpdateHandle,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -49,12 +72,19 @@ DEFAULT_STEP = 15.0
 co-simulation, like the activities' 15-second polls): an event due between two steps
 runs at the later one."""
 
+AfterStep = Callable[[Sequence[WorkflowExecutionInfo]], Awaitable[bool]]
+"""Given every open workflow after a step of both clocks; True when it gave the server work."""
+
 Barrier = Callable[[], Awaitable[None]]
 """Awaited before each step: returns once a part that reacts to the fleet caught up."""
 
 STUCK_STEPS = 8
 """Steps in a row that each took their whole length in real time: the server's time is
 held by something that no longer works (``ServerTimeStuck``)."""
+
+RECHECK_STEPS = 240
+"""Steps the fleet takes alone between two looks at what is open on the server (an
+hour at the default step): a net for a write that did not pass :class:`WriteGate`."""
 
 CATCH_UP_LIMIT = 10.0
 """Real seconds a part may take to see the fleet's last change before the step goes on
@@ -124,6 +154,10 @@ def caught_up(
     return barrier
 
 
+class ServerTimeBypassed(RuntimeError):
+    """A workflow opened while the fleet stepped alone, and no write brought the server along."""
+
+
 class ServerTimeStuck(RuntimeError):
     """The test server's time moved only at the real pace for many steps: it is held.
 
@@ -147,6 +181,12 @@ class ServerTimeDriver:
             the first step is ``step * (1 - phase)`` long, every later one ``step``.
             Two runs at one step and different phases differ only in where events
             fall between steps: the factor check's measure of noise.
+        idle_types: Workflow types that may be open while the server has nothing to
+            time (timerless waits, such as the semaphores): while only these are
+            open, the fleet steps alone (:class:`WriteGate`). None: always step both.
+        after_step: Given every open workflow after each step of both clocks, does
+            what the test server does not (``whatif.parent_close``); returns whether
+            it gave the server work.
     """
 
     def __init__(
@@ -158,6 +198,8 @@ class ServerTimeDriver:
         step: float = DEFAULT_STEP,
         barriers: Sequence[Barrier] = (),
         phase: float = 0.0,
+        idle_types: Collection[str] | None = None,
+        after_step: AfterStep | None = None,
     ) -> None:
         if not step > 0:
             raise ValueError(f"the step must be positive simulated seconds, got {step!r}")
@@ -173,7 +215,19 @@ class ServerTimeDriver:
         self._idle_after = -1  # the scheduler's wake count at its last idle spell
         self._wakes = 0
         self._task: asyncio.Task[None] | None = None
+        self._client = client
+        self._idle_types = None if idle_types is None else frozenset(idle_types)
+        self._after_step = after_step
+        self._lock = asyncio.Lock()  # a step, or a catch-up: one at a time
+        self._fleet_only = False
+        self._writing = 0  # writes to Temporal under way (WriteGate)
+        self._writes = 0  # and begun, ever
         self.steps = 0
+        """Steps of both clocks (the server's step call)."""
+        self.fleet_steps = 0
+        """Steps of the fleet alone, the server idle."""
+        self.catch_ups = 0
+        """Times a write brought the server's clock to the fleet's."""
         self.real_waiting = 0.0
         """Real seconds spent in the server's sleep: time the system's work held."""
         self._held_steps = 0
@@ -229,6 +283,26 @@ class ServerTimeDriver:
         self._wakes += 1
         self._scheduler.wake()
 
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """Around a write to Temporal: the server's clock is at the fleet's when it lands.
+
+        While the fleet steps alone the server's clock is behind; the first write
+        brings it to the fleet's time (the server skips it: nothing was due in it)
+        and stepping both resumes. A write under way keeps the fleet from stepping
+        alone again until it returned.
+        """
+        self._writing += 1
+        self._writes += 1
+        try:
+            if self._fleet_only:
+                async with self._lock:
+                    if self._fleet_only:
+                        await self._catch_up()
+            yield
+        finally:
+            self._writing -= 1
+
     async def _run(self) -> None:
         while True:
             # Idle after our own last wake: everything due at this step has run (an
@@ -238,21 +312,71 @@ class ServerTimeDriver:
                 await self._idle.wait()
             for barrier in self._barriers:
                 await barrier()
-            length, self._next_step = self._next_step, self._step
-            began = time.monotonic()
-            await self._server.sleep(length)
-            took = time.monotonic() - began
-            self.real_waiting += took
-            self.steps += 1
-            self._check_held(took)
-            # The server's clock is not only the steps: while time skipping is locked
-            # (by this driver between steps, a workflow task, an activity) it moves at
-            # the real pace. The fleet follows where it is, or the two drift apart by
-            # every step's real time: about 15 minutes over a month, enough for a
-            # replacement node to look older than its NodeClaim's deletion.
-            reached = self._clock.sim_at(await self._server.wall())
-            self._clock.advance(max(reached, self._clock.now() + length))
+            async with self._lock:
+                length, self._next_step = self._next_step, self._step
+                if self._fleet_only:
+                    self._clock.advance(self._clock.now() + length)
+                    self.fleet_steps += 1
+                    if self.fleet_steps % RECHECK_STEPS == 0:
+                        await self._still_idle()
+                else:
+                    await self._step_both(length)
+                    self._fleet_only = await self._server_idle()
             self._wake()
+
+    async def _step_both(self, length: float) -> None:
+        began = time.monotonic()
+        await self._server.sleep(length)
+        took = time.monotonic() - began
+        self.real_waiting += took
+        self.steps += 1
+        self._check_held(took)
+        # The server's clock is not only the steps: while time skipping is locked
+        # (by this driver between steps, a workflow task, an activity) it moves at
+        # the real pace. The fleet follows where it is, or the two drift apart by
+        # every step's real time: about 15 minutes over a month, enough for a
+        # replacement node to look older than its NodeClaim's deletion.
+        reached = self._clock.sim_at(await self._server.wall())
+        self._clock.advance(max(reached, self._clock.now() + length))
+
+    async def _server_idle(self) -> bool:
+        """Look at what is open (``after_step``); whether the server has nothing to time.
+
+        Nothing to time: only ``idle_types`` open and no write under way.
+        """
+        if self._idle_types is None and self._after_step is None:
+            return False
+        writes = self._writes
+        response = await self._client.workflow_service.list_open_workflow_executions(
+            ListOpenWorkflowExecutionsRequest(namespace=self._client.namespace)
+        )
+        if self._after_step is not None and await self._after_step(response.executions):
+            return False
+        # A write begun while the list was read may not be in it.
+        if self._idle_types is None or self._writing or self._writes != writes:
+            return False
+        return all(e.type.name in self._idle_types for e in response.executions)
+
+    async def _still_idle(self) -> None:
+        # Stepping alone, the server may have nothing open but idle types: a write
+        # that did not pass the gate would wait for timers the server never reaches.
+        if not await self._server_idle():
+            raise ServerTimeBypassed(
+                f"a workflow opened on the test server while the fleet stepped alone "
+                f"(at {self._clock.now():.0f} simulated s), without passing the write gate: "
+                "its timers would run late; give whatever started it the gated client "
+                "(WriteGate.wrap)"
+            )
+
+    async def _catch_up(self) -> None:
+        # To the step's end, as a step of both would have left it (the fleet may be
+        # running the step's events); held by this driver meanwhile, the server's
+        # clock ran at the real pace.
+        lead = self._clock.target() - self._clock.sim_at(await self._server.wall())
+        if lead > 0:
+            await self._server.sleep(lead)
+        self._fleet_only = False
+        self.catch_ups += 1
 
     def _check_held(self, took: float) -> None:
         # A step the server's clock took at the real pace: something held its time.
@@ -264,3 +388,75 @@ class ServerTimeDriver:
                 "something holds it and the run cannot go on (the worker's log may show "
                 "'invalid history builder state for action'; ADR 018)"
             )
+
+
+class WriteGate(Interceptor):
+    """A client interceptor: every write to Temporal waits for the server's clock.
+
+    Give the client of everything outside the worker that writes to Temporal (the
+    watcher, the relay) this interceptor, and the driver to :meth:`attach`: a write
+    then lands at the fleet's time even while the fleet steps alone
+    (:meth:`ServerTimeDriver.writing`). Reads pass as they are: they change nothing.
+    """
+
+    def __init__(self) -> None:
+        self._driver: ServerTimeDriver | None = None
+
+    def attach(self, driver: ServerTimeDriver) -> None:
+        """Gate writes on ``driver`` from now on (before it, they pass)."""
+        self._driver = driver
+
+    def wrap(self, client: Client) -> Client:
+        """``client`` with this gate on its writes."""
+        config = client.config()
+        config["interceptors"] = [*config["interceptors"], self]
+        return Client(**config)
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        """Gate ``next``'s writes."""
+        return _GatedWrites(next, self)
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """The driver's :meth:`ServerTimeDriver.writing`, or nothing before one is attached."""
+        if self._driver is None:
+            yield
+            return
+        async with self._driver.writing():
+            yield
+
+
+class _GatedWrites(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, gate: WriteGate) -> None:
+        super().__init__(next)
+        self._gate = gate
+
+    async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
+        async with self._gate.writing():
+            return await super().start_workflow(input)
+
+    async def signal_workflow(self, input: SignalWorkflowInput) -> None:
+        async with self._gate.writing():
+            await super().signal_workflow(input)
+
+    async def start_workflow_update(
+        self,
+        input: StartWorkflowUpdateInput,
+    ) -> WorkflowUpdateHandle[Any]:
+        async with self._gate.writing():
+            return await super().start_workflow_update(input)
+
+    async def start_update_with_start_workflow(
+        self,
+        input: StartWorkflowUpdateWithStartInput,
+    ) -> WorkflowUpdateHandle[Any]:
+        async with self._gate.writing():
+            return await super().start_update_with_start_workflow(input)
+
+    async def cancel_workflow(self, input: CancelWorkflowInput) -> None:
+        async with self._gate.writing():
+            await super().cancel_workflow(input)
+
+    async def terminate_workflow(self, input: TerminateWorkflowInput) -> None:
+        async with self._gate.writing():
+            await super().terminate_workflow(input)

@@ -21,8 +21,8 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from gpu_remediation.ids import Signals
-    from gpu_remediation.semaphore_models import PermitGuardInput, PermitRelease
+    from gpu_remediation.ids import PERMIT_GUARD_WORKFLOW_TYPE, Signals
+    from gpu_remediation.semaphore_models import PermitGuardInput
 
 RELEASED = "released"
 DISMISSED = "dismissed"
@@ -32,7 +32,7 @@ SEMAPHORE_GONE = "semaphore not running"
 # Outside the sandbox, like the semaphore (ADR 008): a guard runs two tasks per
 # permit, and the sandbox's per-payload cost dominates them. The tests run it
 # inside the sandbox (tests/workflows/semaphore_support.semaphore_worker).
-@workflow.defn(sandboxed=False)
+@workflow.defn(name=PERMIT_GUARD_WORKFLOW_TYPE, sandboxed=False)
 class PermitGuardWorkflow:
     """Waits until dismissed (ends) or cancelled (releases its holder's permit)."""
 
@@ -71,10 +71,7 @@ class PermitGuardWorkflow:
         self._dismissed = True
 
     async def _release(self, input: PermitGuardInput) -> str:
-        release = PermitRelease(
-            request_id=input.request_id,
-            reason=f"guard: holder {input.holder_workflow_id}/{input.holder_run_id} closed",
-        )
+        release = input.release()
         try:
             await workflow.get_external_workflow_handle(input.semaphore_workflow_id).signal(
                 Signals.RELEASE_PERMIT, release

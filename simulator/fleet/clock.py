@@ -295,6 +295,11 @@ class SteppedClock:
         with self._cond:
             return self._now
 
+    def target(self) -> float:
+        """How far the last :meth:`advance` let the fleet run (the step's end)."""
+        with self._cond:
+            return self._until
+
     def advance(self, to: float) -> None:
         """The server's time has reached ``to``: what is due up to it may run."""
         with self._cond:

@@ -6,13 +6,13 @@ import asyncio
 import functools
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import pytest_asyncio
 from temporalio import activity, workflow
 from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -21,7 +21,14 @@ from activities.world_time import TestServerTime
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
 from tests.conftest import assert_eventually
-from whatif.server_time import Barrier, ServerTimeDriver, ServerTimeStuck
+from whatif.server_time import (
+    RECHECK_STEPS,
+    Barrier,
+    ServerTimeBypassed,
+    ServerTimeDriver,
+    ServerTimeStuck,
+    WriteGate,
+)
 
 STEP = 15.0
 
@@ -50,8 +57,17 @@ async def _drive(
     *,
     barriers: Sequence[Barrier] = (),
     phase: float = 0.0,
+    idle_types: set[str] | None = None,
 ) -> ServerTimeDriver:
-    driver = ServerTimeDriver(client, clock, scheduler, step=STEP, barriers=barriers, phase=phase)
+    driver = ServerTimeDriver(
+        client,
+        clock,
+        scheduler,
+        step=STEP,
+        barriers=barriers,
+        phase=phase,
+        idle_types=idle_types,
+    )
     await driver.start()
     clock.start()
     scheduler.start()
@@ -245,3 +261,155 @@ async def test_a_server_whose_time_is_held_stops_the_run_saying_so(
     finally:
         await driver.stop()
         await plain_client.test_service.unlock_time_skipping(UnlockTimeSkippingRequest())
+
+
+QUIET_CLOCK = SteppedClock()
+
+
+@activity.defn(name="quiet_fleet_time")
+async def quiet_fleet_time() -> float:
+    return QUIET_CLOCK.now()
+
+
+@workflow.defn(name="StampsItsStart", sandboxed=False)
+class StampsItsStart:
+    @workflow.run
+    async def run(self) -> tuple[float, float]:
+        started = workflow.now().timestamp()
+        await workflow.sleep(timedelta(hours=1))
+        fleet = await workflow.execute_activity(
+            quiet_fleet_time, start_to_close_timeout=timedelta(minutes=1)
+        )
+        return started, fleet
+
+
+@pytest.mark.integration
+async def test_a_write_after_a_quiet_stretch_lands_at_the_fleets_time(
+    plain_client: Client,
+) -> None:
+    # Two quiet hours: the fleet steps alone, the server's clock stays behind. The
+    # write that starts an incident must bring it along first, or the incident would
+    # begin two hours early and its timers end two hours before the fleet's.
+    scheduler = Scheduler(QUIET_CLOCK, name="test-quiet")
+    queue = f"quiet-{uuid.uuid4().hex[:6]}"
+    gate = WriteGate()
+    gated = gate.wrap(plain_client)
+    loop = asyncio.get_running_loop()
+    starts: list[asyncio.Task[WorkflowHandle[StampsItsStart, tuple[float, float]]]] = []
+
+    def start_incident() -> None:
+        starts.append(
+            asyncio.ensure_future(
+                gated.start_workflow(StampsItsStart.run, id=queue, task_queue=queue)
+            )
+        )
+
+    async def sent() -> None:
+        # As the watcher's barrier: the next step waits until what it decided is sent.
+        for start in starts:
+            await start
+
+    def at_two_hours() -> None:
+        loop.call_soon_threadsafe(start_incident)
+
+    scheduler.call_at(7200.0, at_two_hours)
+    driver = await _drive(plain_client, QUIET_CLOCK, scheduler, barriers=[sent], idle_types=set())
+    gate.attach(driver)
+    try:
+        async with Worker(
+            plain_client,
+            task_queue=queue,
+            workflows=[StampsItsStart],
+            activities=[quiet_fleet_time],
+        ):
+
+            async def started() -> int:
+                return len(starts)
+
+            await assert_eventually(started, lambda n: n == 1, timeout=60)
+            began, fleet_after = await asyncio.wait_for((await starts[0]).result(), timeout=60)
+    finally:
+        await driver.stop()
+        scheduler.stop()
+    at_start = QUIET_CLOCK.sim_at(datetime.fromtimestamp(began, UTC))
+    assert 7200 <= at_start <= 7200 + STEP + 1, at_start
+    assert 3600 - STEP <= fleet_after - at_start <= 3600 + STEP, (at_start, fleet_after)
+    # The quiet hours were the fleet's alone; the incident's hour was stepped on both.
+    assert driver.fleet_steps >= 7200 / STEP - 2, driver.fleet_steps
+    assert driver.catch_ups == 1
+    assert 3600 / STEP <= driver.steps <= 3600 / STEP + 10, driver.steps
+
+
+@workflow.defn(name="WaitsForSignal", sandboxed=False)
+class WaitsForSignal:
+    def __init__(self) -> None:
+        self._done = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self._done)
+
+    @workflow.signal
+    def done(self) -> None:
+        self._done = True
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("idle", [True, False], ids=["idle-type", "other-type"])
+async def test_the_fleet_steps_alone_only_while_every_open_workflow_is_an_idle_type(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler], idle: bool
+) -> None:
+    clock, scheduler = stepped
+    queue = f"waits-{uuid.uuid4().hex[:6]}"
+    async with Worker(plain_client, task_queue=queue, workflows=[WaitsForSignal]):
+        handle = await plain_client.start_workflow(WaitsForSignal.run, id=queue, task_queue=queue)
+        driver = await _drive(
+            plain_client, clock, scheduler, idle_types={"WaitsForSignal"} if idle else set()
+        )
+        try:
+
+            async def stepped_in_all() -> int:
+                return driver.steps + driver.fleet_steps
+
+            await assert_eventually(stepped_in_all, lambda n: n >= 20, timeout=60)
+        finally:
+            await driver.stop()
+        await handle.signal(WaitsForSignal.done)
+    if idle:
+        assert driver.steps == 1, driver.steps  # one step, then the server was seen idle
+        assert driver.fleet_steps >= 19
+    else:
+        assert driver.fleet_steps == 0
+
+
+@pytest.mark.integration
+async def test_a_workflow_started_past_the_write_gate_stops_the_run_saying_so(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    clock, scheduler = stepped
+    queue = f"bypass-{uuid.uuid4().hex[:6]}"
+    driver = await _drive(plain_client, clock, scheduler, idle_types=set())
+    async with Worker(plain_client, task_queue=queue, workflows=[WaitsForSignal]):
+
+        async def alone() -> int:
+            return driver.fleet_steps
+
+        await assert_eventually(alone, lambda n: n >= 1, timeout=60)
+        # The plain client: no gate brings the server's clock along.
+        handle = await plain_client.start_workflow(WaitsForSignal.run, id=queue, task_queue=queue)
+        opened_at = driver.fleet_steps
+        try:
+
+            async def stopped() -> bool:
+                try:
+                    driver.raise_if_failed()
+                except ServerTimeBypassed:
+                    return True
+                return False
+
+            await assert_eventually(stopped, bool, timeout=60)
+        finally:
+            await driver.stop()
+            await handle.signal(WaitsForSignal.done)
+    # Found at the next look.
+    assert driver.fleet_steps <= opened_at + RECHECK_STEPS, (opened_at, driver.fleet_steps)
