@@ -37,17 +37,21 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import functools
+import logging
 import re
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import (
     ListClosedWorkflowExecutionsRequest,
+    ListClosedWorkflowExecutionsResponse,
     ListOpenWorkflowExecutionsRequest,
+    ListOpenWorkflowExecutionsResponse,
 )
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.common import (
@@ -67,9 +71,37 @@ __all__ = [
     "ServerVisibility",
     "Visibility",
     "VisibilityQuery",
+    "listing_retried",
     "newest_first",
     "parse_query",
 ]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_Listed = ListOpenWorkflowExecutionsResponse | ListClosedWorkflowExecutionsResponse
+
+LISTING_ATTEMPTS = 5
+"""Tries of one test-server listing. That server lists runs by walking a map that a
+start writes to; a start meanwhile fails the listing (``ConcurrentModificationException``
+in ``TestWorkflowStoreImpl.listWorkflows``, answered as UNKNOWN "Application error
+processing RPC"). A listing is a read, so it is tried again at once."""
+
+
+async def listing_retried(call: Callable[[], Awaitable[_T]]) -> _T:
+    """``call`` (a test-server listing), tried again when the server's walk met a write.
+
+    Raises:
+        RPCError: The listing's own error, or UNKNOWN ``LISTING_ATTEMPTS`` times in a row.
+    """
+    for attempt in range(1, LISTING_ATTEMPTS + 1):
+        try:
+            return await call()
+        except RPCError as err:
+            if err.status != RPCStatusCode.UNKNOWN or attempt == LISTING_ATTEMPTS:
+                raise
+            log.info("listing failed on the test server (%s): trying again", err)
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -279,7 +311,7 @@ class ListingVisibility:
         """Every open run, then every closed one (the test server sends one page of all)."""
         namespace = self._client.namespace
         service = self._client.workflow_service
-        pages = (
+        pages: tuple[Callable[[bytes], Awaitable[_Listed]], ...] = (
             lambda token: service.list_open_workflow_executions(
                 ListOpenWorkflowExecutionsRequest(namespace=namespace, next_page_token=token),
                 timeout=rpc_timeout,
@@ -293,7 +325,7 @@ class ListingVisibility:
         for page in pages:  # open first, then closed (see the class)
             token = b""
             while True:
-                listed = await page(token)
+                listed = await listing_retried(functools.partial(page, token))
                 rows.extend(listed.executions)
                 token = listed.next_page_token
                 if not token:

@@ -61,6 +61,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.world_time import TestServerTime
 from gpu_remediation.temporal_setup import register_search_attributes, time_skipping_server_path
+from gpu_remediation.visibility import listing_retried
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
 from simulator.kube_api import KubeStore
@@ -347,8 +348,10 @@ class ServerTimeDriver:
         if self._idle_types is None and self._after_step is None:
             return False
         writes = self._writes
-        response = await self._client.workflow_service.list_open_workflow_executions(
-            ListOpenWorkflowExecutionsRequest(namespace=self._client.namespace)
+        response = await listing_retried(
+            lambda: self._client.workflow_service.list_open_workflow_executions(
+                ListOpenWorkflowExecutionsRequest(namespace=self._client.namespace)
+            )
         )
         if self._after_step is not None and await self._after_step(response.executions):
             return False

@@ -24,6 +24,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -54,6 +55,7 @@ from gpu_remediation.visibility import (
     Operator,
     ServerVisibility,
     Visibility,
+    listing_retried,
     newest_first,
     parse_query,
 )
@@ -755,3 +757,39 @@ async def test_listing_agrees_with_the_dev_servers_visibility(
         assert len([e async for e in server.list(incident_book_query(cluster), limit=2)]) == 2
         await held.signal(NodeProbe.release)
         await held.result()
+
+
+def _failing(errors: list[RPCStatusCode]) -> tuple[Callable[[], Awaitable[str]], list[int]]:
+    calls: list[int] = []
+
+    async def call() -> str:
+        calls.append(1)
+        if len(calls) <= len(errors):
+            raise RPCError("Application error processing RPC", errors[len(calls) - 1], b"")
+        return "listed"
+
+    return call, calls
+
+
+@pytest.mark.unit
+async def test_a_listing_the_test_servers_walk_broke_is_tried_again() -> None:
+    # ConcurrentModificationException in TestWorkflowStoreImpl.listWorkflows: UNKNOWN.
+    call, calls = _failing([RPCStatusCode.UNKNOWN, RPCStatusCode.UNKNOWN])
+    assert await listing_retried(call) == "listed"
+    assert len(calls) == 3
+
+
+@pytest.mark.unit
+async def test_a_listing_refused_for_another_reason_is_not_tried_again() -> None:
+    call, calls = _failing([RPCStatusCode.PERMISSION_DENIED])
+    with pytest.raises(RPCError, match="Application error"):
+        await listing_retried(call)
+    assert len(calls) == 1
+
+
+@pytest.mark.unit
+async def test_a_listing_that_keeps_failing_fails_after_its_attempts() -> None:
+    call, calls = _failing([RPCStatusCode.UNKNOWN] * 10)
+    with pytest.raises(RPCError):
+        await listing_retried(call)
+    assert len(calls) == 5
