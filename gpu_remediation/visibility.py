@@ -85,7 +85,7 @@ LISTING_ATTEMPTS = 5
 """Tries of one test-server listing. That server lists runs by walking a map that a
 start writes to; a start meanwhile fails the listing (``ConcurrentModificationException``
 in ``TestWorkflowStoreImpl.listWorkflows``, answered as UNKNOWN "Application error
-processing RPC"). A listing is a read, so it is tried again at once."""
+processing RPC"). A listing is a read, so it is tried again a few milliseconds later."""
 
 
 async def listing_retried(call: Callable[[], Awaitable[_T]]) -> _T:
@@ -101,6 +101,8 @@ async def listing_retried(call: Callable[[], Awaitable[_T]]) -> _T:
             if err.status != RPCStatusCode.UNKNOWN or attempt == LISTING_ATTEMPTS:
                 raise
             log.info("listing failed on the test server (%s): trying again", err)
+            # Real milliseconds, not the model's time: a start under way finishes.
+            await asyncio.sleep(0.01 * attempt)
     raise AssertionError("unreachable")
 
 

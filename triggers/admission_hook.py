@@ -103,6 +103,11 @@ class AdmissionStarts:
         self.started: list[str] = []
         """Admission workflow ids started (bounded; for tests and status)."""
 
+    @property
+    def pending(self) -> int:
+        """Admission starts waiting to be sent (or sent again)."""
+        return len(self._pending)
+
     def saw(self, raw: Any) -> None:
         """Look at a listed or changed Node object."""
         gated = gated_node(raw)

@@ -124,6 +124,11 @@ class CheckpointRelay:
         self.refused: dict[str, int] = {"answers_over_cap": 0, "outbox_full": 0}
         """Signals refused, by reason (each also logged)."""
 
+    @property
+    def pending(self) -> int:
+        """Signals waiting to be sent (or sent again)."""
+        return len(self._outbox)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Relay until ``stop`` is set, then stop the watch thread."""
         self._loop = asyncio.get_running_loop()

@@ -303,6 +303,11 @@ class NodeConditionWatcher:
         return len(self._outbox)
 
     @property
+    def waiting_to_write(self) -> bool:
+        """Whether a report or an admission start waits to be sent (or sent again)."""
+        return bool(self._outbox) or self.admissions.pending > 0
+
+    @property
     def refused(self) -> dict[str, int]:
         """Reports refused because their node's queue or the outbox was full, by reason."""
         return {reason: count for reason, count in self._outbox.refused.items()}

@@ -79,8 +79,8 @@ class OrphanedGuardRelease:
                 continue
             guard = (execution.execution.workflow_id, execution.execution.run_id)
             holder, guard_input = await self._read(guard)
-            if holder in open_runs:
-                continue
+            if not holder[0] or holder in open_runs:
+                continue  # started by no workflow (no policy applies), or its holder runs
             await self._release(guard, guard_input)
             released = True
         # Closed runs never come back: forget them.

@@ -432,6 +432,10 @@ class CompareRun:
             idle_types={SEMAPHORE_WORKFLOW_TYPE},
             # The permit guards' parent close policy, which the test server ignores.
             after_step=OrphanedGuardRelease(client),
+            waiting_to_write=lambda: (
+                (stack.watcher is not None and stack.watcher.waiting_to_write)
+                or (stack.relay is not None and stack.relay.pending > 0)
+            ),
         )
 
     async def _admission(

@@ -188,6 +188,9 @@ class ServerTimeDriver:
         after_step: Given every open workflow after each step of both clocks, does
             what the test server does not (``whatif.parent_close``); returns whether
             it gave the server work.
+        waiting_to_write: Whether a part has a write to Temporal waiting to be sent
+            again (after a failure it backs off in real seconds, which stepping alone
+            would turn into hours of the fleet's time): both clocks step meanwhile.
     """
 
     def __init__(
@@ -201,6 +204,7 @@ class ServerTimeDriver:
         phase: float = 0.0,
         idle_types: Collection[str] | None = None,
         after_step: AfterStep | None = None,
+        waiting_to_write: Callable[[], bool] = lambda: False,
     ) -> None:
         if not step > 0:
             raise ValueError(f"the step must be positive simulated seconds, got {step!r}")
@@ -219,6 +223,7 @@ class ServerTimeDriver:
         self._client = client
         self._idle_types = None if idle_types is None else frozenset(idle_types)
         self._after_step = after_step
+        self._waiting_to_write = waiting_to_write
         self._lock = asyncio.Lock()  # a step, or a catch-up: one at a time
         self._fleet_only = False
         self._writing = 0  # writes to Temporal under way (WriteGate)
@@ -293,6 +298,10 @@ class ServerTimeDriver:
         and stepping both resumes. A write under way keeps the fleet from stepping
         alone again until it returned.
         """
+        if asyncio.current_task() is self._task:
+            # The driver's own (``after_step``), made holding the lock at the fleet's time.
+            yield
+            return
         self._writing += 1
         self._writes += 1
         try:
@@ -315,6 +324,8 @@ class ServerTimeDriver:
                 await barrier()
             async with self._lock:
                 length, self._next_step = self._next_step, self._step
+                if self._fleet_only and self._waiting_to_write():
+                    await self._catch_up()
                 if self._fleet_only:
                     self._clock.advance(self._clock.now() + length)
                     self.fleet_steps += 1
@@ -350,7 +361,12 @@ class ServerTimeDriver:
         writes = self._writes
         only_idle = await self._only_idle_open()
         # A write begun while the list was read may not be in it.
-        return only_idle and not self._writing and self._writes == writes
+        return (
+            only_idle
+            and not self._writing
+            and self._writes == writes
+            and not self._waiting_to_write()
+        )
 
     async def _only_idle_open(self) -> bool:
         response = await listing_retried(
@@ -382,7 +398,20 @@ class ServerTimeDriver:
         # clock ran at the real pace.
         lead = self._clock.target() - self._clock.sim_at(await self._server.wall())
         if lead > 0:
-            await self._server.sleep(lead)
+            try:
+                # Nothing is due on the server in the gap, so it skips it at once;
+                # held, it would take the gap in real time.
+                await asyncio.wait_for(self._server.sleep(lead), STUCK_STEPS * self._step)
+            except TimeoutError:
+                self.failure = ServerTimeStuck(
+                    f"the test server's time did not skip {lead:.0f} simulated s to the "
+                    f"fleet's ({self._clock.target():.0f} s) within "
+                    f"{STUCK_STEPS * self._step:.0f} real s: something holds it and the "
+                    "run cannot go on (ADR 020)"
+                )
+                if self._task is not None and self._task is not asyncio.current_task():
+                    self._task.cancel()  # the writer's catch-up: stop stepping too
+                raise self.failure from None
         self._fleet_only = False
         self.catch_ups += 1
 

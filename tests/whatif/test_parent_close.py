@@ -188,3 +188,25 @@ async def test_an_open_holders_guard_is_left_alone(server: Server) -> None:
     await handle.result()
     assert await _apply(apply, plain_client) is True
     assert apply.released == 1
+
+
+async def test_a_guard_started_by_no_workflow_is_left_alone(server: Server) -> None:
+    # No parent, so no parent close policy: nothing to apply.
+    plain_client = server.client
+    apply = OrphanedGuardRelease(plain_client)
+    guard_id = f"orphan-{uuid.uuid4().hex[:6]}"
+    await plain_client.start_workflow(
+        PermitGuardWorkflow.run,
+        PermitGuardInput(
+            semaphore_workflow_id=SEMAPHORE,
+            request_id="r/0",
+            holder_workflow_id="someone",
+            holder_run_id="run",
+        ),
+        id=guard_id,
+        task_queue=server.queue,
+    )
+    assert await _apply(apply, plain_client) is False
+    assert guard_id in await _open(plain_client)
+    semaphore = plain_client.get_workflow_handle(SEMAPHORE)
+    assert await semaphore.query(SemaphoreLike.released) == []

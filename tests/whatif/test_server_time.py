@@ -23,6 +23,7 @@ from simulator.fleet.scheduler import Scheduler
 from tests.conftest import assert_eventually
 from whatif.server_time import (
     RECHECK_STEPS,
+    STUCK_STEPS,
     Barrier,
     ServerTimeBypassed,
     ServerTimeDriver,
@@ -413,3 +414,72 @@ async def test_a_workflow_started_past_the_write_gate_stops_the_run_saying_so(
             await handle.signal(WaitsForSignal.done)
     # Found at the next look.
     assert driver.fleet_steps <= opened_at + RECHECK_STEPS, (opened_at, driver.fleet_steps)
+
+
+@pytest.mark.integration
+async def test_a_part_with_a_write_waiting_keeps_both_clocks_stepping(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    # A report that failed backs off in real seconds: stepping alone meanwhile would
+    # turn them into hours of the fleet's time before it is sent again.
+    clock, scheduler = stepped
+    waiting = [True]
+    driver = ServerTimeDriver(
+        plain_client,
+        clock,
+        scheduler,
+        step=STEP,
+        idle_types=set(),
+        waiting_to_write=lambda: waiting[0],
+    )
+    await driver.start()
+    clock.start()
+    scheduler.start()
+    try:
+
+        async def both() -> int:
+            return driver.steps
+
+        await assert_eventually(both, lambda n: n >= 10, timeout=60)
+        assert driver.fleet_steps == 0
+        waiting[0] = False
+
+        async def alone() -> int:
+            return driver.fleet_steps
+
+        await assert_eventually(alone, lambda n: n >= 10, timeout=60)
+    finally:
+        await driver.stop()
+
+
+@pytest.mark.integration
+async def test_a_catch_up_the_server_does_not_skip_stops_the_run_saying_so(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    # Held by something else, the server would take the fleet's lead in real time.
+    clock, scheduler = stepped
+    step = 0.2
+    driver = ServerTimeDriver(plain_client, clock, scheduler, step=step, idle_types=set())
+    gate = WriteGate()
+    gate.attach(driver)
+    gated = gate.wrap(plain_client)
+    await driver.start()
+    clock.start()
+    scheduler.start()
+    await plain_client.test_service.lock_time_skipping(LockTimeSkippingRequest())
+    try:
+
+        async def alone() -> int:
+            return driver.fleet_steps
+
+        # Far enough ahead that the held server could not take the lead within the limit.
+        await assert_eventually(alone, lambda n: n * step > 10 * STUCK_STEPS * step, timeout=60)
+        with pytest.raises(ServerTimeStuck, match="did not skip"):
+            await gated.start_workflow(
+                WaitsForSignal.run, id=f"never-{uuid.uuid4().hex[:6]}", task_queue="none"
+            )
+        with pytest.raises(ServerTimeStuck):
+            driver.raise_if_failed()
+    finally:
+        await driver.stop()
+        await plain_client.test_service.unlock_time_skipping(UnlockTimeSkippingRequest())
