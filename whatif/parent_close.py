@@ -25,7 +25,7 @@ the step itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
@@ -106,27 +106,29 @@ class OrphanedGuardRelease:
 
     async def _release(self, guard: Run, guard_input: PermitGuardInput) -> None:
         semaphore = self._client.get_workflow_handle(guard_input.semaphore_workflow_id)
-        try:
-            await semaphore.signal(Signals.RELEASE_PERMIT, guard_input.release())
-        except RPCError as err:
-            if err.status not in _GONE:
-                raise
+        if not await _unless_gone(semaphore.signal(Signals.RELEASE_PERMIT, guard_input.release())):
             # As the guard: with no semaphore running there is no permit to give back.
             log.warning(
                 "could not release %s: semaphore %s not running",
                 guard_input.request_id,
                 guard_input.semaphore_workflow_id,
             )
-        try:
-            await self._client.get_workflow_handle(guard[0], run_id=guard[1]).terminate(
-                reason=TERMINATE_REASON
-            )
-        except RPCError as err:
-            if err.status not in _GONE:
-                raise
+        guard_handle = self._client.get_workflow_handle(guard[0], run_id=guard[1])
+        await _unless_gone(guard_handle.terminate(reason=TERMINATE_REASON))
         log.info(
             "holder %s closed: released its permit %s",
             guard_input.holder_workflow_id,
             guard_input.request_id,
         )
         self.released += 1
+
+
+async def _unless_gone(call: Awaitable[None]) -> bool:
+    """Await ``call`` to a workflow; False when that workflow is not running (any more)."""
+    try:
+        await call
+    except RPCError as err:
+        if err.status not in _GONE:
+            raise
+        return False
+    return True

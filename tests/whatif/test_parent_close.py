@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import NamedTuple
 
 import pytest
 import pytest_asyncio
 from temporalio import workflow
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import ListOpenWorkflowExecutionsRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -97,18 +98,19 @@ async def server(own_time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Se
         yield Server(client, queue)
 
 
-async def _open(client: Client) -> list[str]:
+async def _listed(client: Client) -> Sequence[WorkflowExecutionInfo]:
     response = await client.workflow_service.list_open_workflow_executions(
         ListOpenWorkflowExecutionsRequest(namespace=client.namespace)
     )
-    return sorted(e.execution.workflow_id for e in response.executions)
+    return response.executions
+
+
+async def _open(client: Client) -> list[str]:
+    return sorted(e.execution.workflow_id for e in await _listed(client))
 
 
 async def _apply(apply: OrphanedGuardRelease, client: Client) -> bool:
-    response = await client.workflow_service.list_open_workflow_executions(
-        ListOpenWorkflowExecutionsRequest(namespace=client.namespace)
-    )
-    return await apply(response.executions)
+    return await apply(await _listed(client))
 
 
 async def _holder(server: Server, stay_open: bool) -> tuple[str, str]:

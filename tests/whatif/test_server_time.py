@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -57,17 +57,20 @@ async def _drive(
     scheduler: Scheduler,
     *,
     barriers: Sequence[Barrier] = (),
+    step: float = STEP,
     phase: float = 0.0,
     idle_types: set[str] | None = None,
+    waiting_to_write: Callable[[], bool] = lambda: False,
 ) -> ServerTimeDriver:
     driver = ServerTimeDriver(
         client,
         clock,
         scheduler,
-        step=STEP,
+        step=step,
         barriers=barriers,
         phase=phase,
         idle_types=idle_types,
+        waiting_to_write=waiting_to_write,
     )
     await driver.start()
     clock.start()
@@ -245,10 +248,7 @@ async def test_a_server_whose_time_is_held_stops_the_run_saying_so(
     # A hold nobody releases (as a leaked one): the time moves only at the real pace.
     await plain_client.test_service.lock_time_skipping(LockTimeSkippingRequest())
     clock, scheduler = stepped
-    driver = ServerTimeDriver(plain_client, clock, scheduler, step=0.2)
-    await driver.start()
-    clock.start()
-    scheduler.start()
+    driver = await _drive(plain_client, clock, scheduler, step=0.2)
     try:
 
         async def stopped() -> bool:
@@ -424,17 +424,9 @@ async def test_a_part_with_a_write_waiting_keeps_both_clocks_stepping(
     # turn them into hours of the fleet's time before it is sent again.
     clock, scheduler = stepped
     waiting = [True]
-    driver = ServerTimeDriver(
-        plain_client,
-        clock,
-        scheduler,
-        step=STEP,
-        idle_types=set(),
-        waiting_to_write=lambda: waiting[0],
+    driver = await _drive(
+        plain_client, clock, scheduler, idle_types=set(), waiting_to_write=lambda: waiting[0]
     )
-    await driver.start()
-    clock.start()
-    scheduler.start()
     try:
 
         async def both() -> int:
@@ -459,13 +451,10 @@ async def test_a_catch_up_the_server_does_not_skip_stops_the_run_saying_so(
     # Held by something else, the server would take the fleet's lead in real time.
     clock, scheduler = stepped
     step = 0.2
-    driver = ServerTimeDriver(plain_client, clock, scheduler, step=step, idle_types=set())
+    driver = await _drive(plain_client, clock, scheduler, step=step, idle_types=set())
     gate = WriteGate()
     gate.attach(driver)
     gated = gate.wrap(plain_client)
-    await driver.start()
-    clock.start()
-    scheduler.start()
     await plain_client.test_service.lock_time_skipping(LockTimeSkippingRequest())
     try:
 
