@@ -33,6 +33,7 @@ from gpu_remediation.jobs import (
     CheckpointRequest,
     JobRef,
 )
+from gpu_remediation.models import Urgency
 from gpu_remediation.settings import Settings
 
 MAX_JOBS = 64
@@ -93,13 +94,15 @@ class WorkloadActivities:
         """Write the request on opted-in jobs' pods and the watch mark on the node's GPU pods.
 
         Each job's request names the job, so the relay can tell the incident
-        which job answered (it waits for every job it asked).
+        which job answered (it waits for every job it asked). An ``idle_only``
+        incident asks no job (it will not evict): it only watches the pods.
         """
         requested = 0
         asked: list[j.AskedPod] = []
         now = await self._world.wall()
         for job in input.jobs:
-            if not job.checkpoint_supported:
+            if not job.checkpoint_supported or input.urgency == Urgency.IDLE_ONLY:
+                # idle_only never evicts, so no job has anything to save for.
                 continue
             request = CheckpointRequest(
                 incident=input.request_incident,

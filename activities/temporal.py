@@ -26,9 +26,10 @@ from gpu_remediation.contracts import (
     ReplacementCount,
 )
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_TYPE, Activities
-from gpu_remediation.models import Outcome
+from gpu_remediation.models import FaultClass, Outcome
 from gpu_remediation.search_attributes import (
     SA_CLUSTER,
+    SA_FAULT_CLASS,
     SA_NODE_POOL,
     SA_OUTCOME,
     SA_PROVIDER_ID,
@@ -90,7 +91,9 @@ class TemporalActivities:
         Reads the closed runs of the node's workflow id from visibility (newest
         first, at most ``input.max_runs``). Runs that ended without touching
         the node (transient, application fault, no action, dry run) are not
-        incidents. A run that failed or was terminated counts as an incident
+        incidents, nor are runs still classed ``straggler`` when they closed (a
+        job's report that nothing confirmed): neither their count nor their
+        attempts. A run that failed or was terminated counts as an incident
         (something was wrong enough to start the ladder) but has no result to
         take attempts from. Read-only, so retrying is safe.
 
@@ -117,6 +120,10 @@ class TemporalActivities:
             runs += 1
             outcome = execution.search_attributes.get(SA_OUTCOME)
             if outcome in _NOT_INCIDENTS:
+                continue
+            if execution.search_attributes.get(SA_FAULT_CLASS) == FaultClass.STRAGGLER.value:
+                # Still a straggler when it closed: only a tenant's word, nothing found.
+                # It must not make the node a repeat offender nor spend its budgets.
                 continue
             closed = execution.close_time
             if closed is not None and closed >= input.incidents_since:

@@ -18,6 +18,14 @@ pods of each opted-in job there; the job saves and answers on its own pod
 In a multi-rank job let rank 0 call :meth:`CheckpointClient.pending`, broadcast
 the decision so every rank saves at the same step, and answer from rank 0 once
 the checkpoint is durable. See deploy/examples/ for the pod spec and RBAC.
+
+Optionally, each pod reports its own time per step, so a node slower than the
+rest of its gang is found (docs/checkpoint-contract.md, "Step times")::
+
+    handshake.report_step_time(step, seconds=compute_seconds, steps=window)
+
+from one process per pod (its local rank 0, with the slowest of the pod's ranks);
+it writes at most once a minute.
 """
 
 from checkpoint_client.client import CheckpointClient, CheckpointClientError
@@ -28,13 +36,16 @@ from checkpoint_client.protocol import (
     MAX_ANSWER_BYTES,
     OPT_IN_ANNOTATION,
     REQUEST_ANNOTATION,
+    STEP_TIME_ANNOTATION,
     SUPPORTED,
     Answer,
     ProtocolError,
     Request,
+    StepTime,
     format_time,
     parse_answer,
     parse_request,
+    parse_step_time,
 )
 
 __all__ = [
@@ -42,6 +53,7 @@ __all__ = [
     "MAX_ANSWER_BYTES",
     "OPT_IN_ANNOTATION",
     "REQUEST_ANNOTATION",
+    "STEP_TIME_ANNOTATION",
     "SUPPORTED",
     "AnnotationsFormatError",
     "Answer",
@@ -51,10 +63,12 @@ __all__ = [
     "KubeError",
     "ProtocolError",
     "Request",
+    "StepTime",
     "format_time",
     "parse_annotations",
     "parse_answer",
     "parse_request",
+    "parse_step_time",
     "patch_pod_annotations",
     "read_annotations",
 ]

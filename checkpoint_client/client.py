@@ -13,9 +13,11 @@ from checkpoint_client.kube import SERVICE_ACCOUNT_DIR, KubeConfig, KubeError, p
 from checkpoint_client.protocol import (
     ANSWER_ANNOTATION,
     REQUEST_ANNOTATION,
+    STEP_TIME_ANNOTATION,
     Answer,
     ProtocolError,
     Request,
+    StepTime,
     parse_answer,
     parse_request,
 )
@@ -23,6 +25,8 @@ from checkpoint_client.protocol import (
 log = logging.getLogger(__name__)
 
 PODINFO_DIR = Path("/etc/podinfo")
+STEP_TIME_INTERVAL = 60.0
+"""Seconds between two step-time reports of one pod at most once: each is an API write."""
 
 
 class CheckpointClientError(RuntimeError):
@@ -67,6 +71,7 @@ class CheckpointClient:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._answered: set[str] = set()
         self._warned: set[str] = set()
+        self._last_step_report: datetime | None = None
 
     @classmethod
     def from_environment(
@@ -206,24 +211,53 @@ class CheckpointClient:
             return None
         return self.answer(request, step=step, saved_at=saved_at)
 
-    def _write(self, request: Request, answer: Answer) -> Answer:
+    # ------------------------------------------------------------------ step times
+
+    def report_step_time(
+        self, step: int, seconds: float, steps: int, *, every: float = STEP_TIME_INTERVAL
+    ) -> StepTime | None:
+        """Write this pod's mean time per step over its last ``steps`` steps, up to ``step``.
+
+        Optional (docs/checkpoint-contract.md, "Step times"): the system compares
+        it with the rest of the job's pods to find a node slower than its gang.
+        Call it as often as convenient; it writes at most once per ``every``
+        seconds (an API write each time) and returns None when it did not write.
+
+        Raises:
+            CheckpointClientError: The values break the contract or the patch failed.
+        """
+        now = self._clock()
+        last = self._last_step_report
+        if last is not None and (now - last).total_seconds() < every:
+            return None
+        report = StepTime(step=step, seconds=seconds, steps=steps)
         try:
-            value = answer.to_json()
+            value = report.to_json()
         except ProtocolError as err:
             raise CheckpointClientError(str(err)) from err
+        self._patch({STEP_TIME_ANNOTATION: value}, f"could not report step {step}'s time")
+        self._last_step_report = now
+        return report
+
+    def _patch(self, annotations: dict[str, str], what: str) -> None:
         if self._kube is None:
             try:
                 self._kube = KubeConfig.in_cluster()
             except KubeError as err:
                 raise CheckpointClientError(str(err)) from err
         try:
-            patch_pod_annotations(
-                self._kube, self.namespace, self.pod_name, {ANSWER_ANNOTATION: value}
-            )
+            patch_pod_annotations(self._kube, self.namespace, self.pod_name, annotations)
         except KubeError as err:
-            raise CheckpointClientError(
-                f"could not answer checkpoint request {request.incident}: {err}"
-            ) from err
+            raise CheckpointClientError(f"{what}: {err}") from err
+
+    def _write(self, request: Request, answer: Answer) -> Answer:
+        try:
+            value = answer.to_json()
+        except ProtocolError as err:
+            raise CheckpointClientError(str(err)) from err
+        self._patch(
+            {ANSWER_ANNOTATION: value}, f"could not answer checkpoint request {request.incident}"
+        )
         self._answered.add(request.incident)
         log.info("answered checkpoint request %s (step %s)", request.incident, answer.step)
         return answer

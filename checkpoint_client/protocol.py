@@ -24,6 +24,12 @@ MAX_ANSWER_BYTES = 1024
 """The contract's bound on the answer's value (UTF-8 bytes)."""
 MAX_REQUEST_BYTES = 4096
 """This helper's bound on a request's value: anything longer is not a request it trusts."""
+STEP_TIME_ANNOTATION = "gpu-remediation.io/step-time"
+"""Where a pod writes its own time per training step (docs/checkpoint-contract.md)."""
+MAX_STEP_TIME_BYTES = 256
+"""The contract's bound on a step-time value (UTF-8 bytes)."""
+MAX_STEP_SECONDS = 86_400.0
+"""A step longer than a day is not a step time the detector can use."""
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 
@@ -176,3 +182,70 @@ def parse_answer(raw: str) -> Answer:
     else:
         step, saved_at = None, None
     return Answer(incident=value["incident"], step=step, saved_at=saved_at, refused=refused)
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """This pod's own mean time per training step over its last ``steps`` steps, up to ``step``.
+
+    Measure what this rank spends on its own work in a step (forward, backward,
+    optimizer; e.g. with CUDA events), not the whole step: in a synchronous job
+    every rank waits for the slowest at each collective, so whole-step times are
+    the same on every node and cannot tell which one is slow.
+    """
+
+    step: int
+    seconds: float
+    steps: int
+
+    def to_json(self) -> str:
+        """The annotation value (compact JSON).
+
+        Raises:
+            ProtocolError: A negative step, a window below one step or past ``step + 1``,
+                or a time that is not a positive number of at most a day.
+        """
+        _check_step_time(self.step, self.seconds, self.steps)
+        body = {"version": VERSION, "step": self.step, "seconds": self.seconds, "steps": self.steps}
+        return json.dumps(body, separators=(",", ":"))
+
+
+def _check_step_time(step: Any, seconds: Any, steps: Any) -> None:
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ProtocolError(f"step-time.step: expected an integer >= 0, got {step!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= step + 1:
+        raise ProtocolError(f"step-time.steps: expected an integer 1..step+1, got {steps!r}")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not 0 < seconds <= MAX_STEP_SECONDS
+    ):
+        raise ProtocolError(
+            f"step-time.seconds: expected a number in (0, {MAX_STEP_SECONDS:.0f}], got {seconds!r}"
+        )
+
+
+def parse_step_time(raw: str) -> StepTime:
+    """Read a ``gpu-remediation.io/step-time`` value; fields the contract does not name are ignored.
+
+    Raises:
+        ProtocolError: Oversized, not JSON, another version, or a field missing or of the
+            wrong type.
+    """
+    size = len(raw.encode())
+    if size > MAX_STEP_TIME_BYTES:
+        raise ProtocolError(f"step-time: {size} bytes, more than {MAX_STEP_TIME_BYTES}")
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as err:
+        raise ProtocolError(f"step-time: not JSON ({err})") from err
+    if not isinstance(value, dict):
+        raise ProtocolError(f"step-time: expected a JSON object, got {type(value).__name__}")
+    version = value.get("version")
+    if version != VERSION or isinstance(version, bool):
+        raise ProtocolError(f"step-time.version: expected {VERSION}, got {version!r}")
+    step: Any = value.get("step")
+    seconds: Any = value.get("seconds")
+    steps: Any = value.get("steps")
+    _check_step_time(step, seconds, steps)
+    return StepTime(step=step, seconds=float(seconds), steps=steps)

@@ -27,6 +27,7 @@ from gpu_remediation.temporal_setup import connect
 from triggers.checkpoint_relay import CheckpointRelay
 from triggers.metrics import WatcherMetrics
 from triggers.starter import IncidentStarter
+from triggers.stragglers import StragglerDetector
 from triggers.watcher import NodeConditionWatcher
 
 log = logging.getLogger("gpu_remediation.watcher")
@@ -233,7 +234,19 @@ async def _run(
 
         health = HealthServer(health_bind, ready=ready, metrics=metrics.exposition)
         await health.start()
-    relay = CheckpointRelay(api, client, cluster) if checkpoint_relay else None
+    relay = None
+    if checkpoint_relay:
+        stragglers = policy.triggers.stragglers
+        detector = (
+            StragglerDetector(stragglers, policy.jobs.label_keys) if stragglers.enabled else None
+        )
+        relay = CheckpointRelay(
+            api,
+            client,
+            cluster,
+            stragglers=detector,
+            report_stragglers=watcher.add_reports if detector is not None else None,
+        )
     try:
         if relay is None:
             await watcher.run(stop)

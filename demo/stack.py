@@ -190,6 +190,7 @@ class DemoStack:
         # Imported here: the worker module pulls in every activity and the AWS SDK, the
         # watcher and the relay the Kubernetes client (a comparison's parent needs none).
         from triggers.checkpoint_relay import CheckpointRelay
+        from triggers.stragglers import StragglerDetector
         from triggers.watcher import NodeConditionWatcher
         from worker import kube_api_client
 
@@ -216,7 +217,20 @@ class DemoStack:
             # so the relay would only parse every pod event of the fleet for nothing: at
             # 1,000 nodes it was the simulator process's largest consumer of CPU.
             return
-        self.relay = CheckpointRelay(self._api, self.client, self.options.cluster)
+        policy = self.options.policy
+        detector = (
+            StragglerDetector(policy.triggers.stragglers, policy.jobs.label_keys)
+            if policy.triggers.stragglers.enabled
+            else None
+        )
+        self.relay = CheckpointRelay(
+            self._api,
+            self.client,
+            self.options.cluster,
+            stragglers=detector,
+            report_stragglers=self.watcher.add_reports if detector is not None else None,
+            clock=now,
+        )
         self._relay_task = asyncio.create_task(self.relay.run(self._watch_stop))
 
     async def crash_watcher(self) -> int:

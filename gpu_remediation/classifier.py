@@ -24,6 +24,7 @@ from gpu_remediation.models import (
     FaultClass,
     ManualEvidence,
     Rung,
+    StragglerEvidence,
     XidEvidence,
 )
 from gpu_remediation.policy import Policy
@@ -33,14 +34,17 @@ FC = FaultClass
 NOTIFY_ONLY_CLASSES = frozenset({FC.APPLICATION, FC.INFORMATIONAL})
 """Classes that do not touch the node by default (the workload owner is told)."""
 
-SECONDARY_CLASSES = NOTIFY_ONLY_CLASSES | {FC.CONFIGURATION}
+SECONDARY_CLASSES = NOTIFY_ONLY_CLASSES | {FC.CONFIGURATION, FC.STRAGGLER}
 """Classes that win only when no other class is present: a configuration finding
-next to a hardware fault must not turn the repair into an escalation."""
+next to a hardware fault must not turn the repair into an escalation, and a
+job's straggler report (a tenant's word) never names an incident beside any
+other evidence."""
 
 TIE_BREAK_ORDER: tuple[FaultClass, ...] = (
     FC.INFORMATIONAL,
     FC.APPLICATION,
     FC.CONFIGURATION,
+    FC.STRAGGLER,
     FC.UNKNOWN,
     FC.GPU_DEGRADED,  # any fault found beside a slowdown names the incident
     FC.EFA_DEGRADED,
@@ -155,6 +159,14 @@ def _from_efa(e: EfaEvidence) -> _Finding:
     return _Finding(f"EFA {e.check} check{device}: {meaning}", fault_class)
 
 
+def _from_straggler(e: StragglerEvidence) -> _Finding:
+    subject = (
+        f"job {e.job} reports the node {e.slower_by:.0%} slower than its gang's median "
+        f"for {e.steps} steps"
+    )
+    return _Finding(subject, FC.STRAGGLER)
+
+
 def _xid_item(message: str) -> str:
     """The finding of a condition message (``; ``-separated) that names its first Xid."""
     for item in message.split(";"):
@@ -266,6 +278,8 @@ def _finding(e: Evidence) -> _Finding:
         found = _from_condition(e)
     elif isinstance(e, AlertEvidence):
         found = _from_alert(e)
+    elif isinstance(e, StragglerEvidence):
+        found = _from_straggler(e)
     else:
         found = _from_manual(e)
     return dataclasses.replace(found, cleared=e.cleared) if e.cleared else found

@@ -38,6 +38,10 @@ def is_asked_to_checkpoint(action: str) -> bool:
     return action.startswith(_ASKED) and action.endswith(_TO_CHECKPOINT)
 
 
+DEADLINE_PASSED = "deadline passed"
+"""How the job stage's wait ended when nothing but its deadline ended it."""
+
+
 def urgency_reason(urgency: Urgency, fault: str) -> str:
     """Why the job stage waits as it does: the fault class's urgency."""
     return f"{_URGENCY}{urgency} for {fault}"

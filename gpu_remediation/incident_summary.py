@@ -20,6 +20,7 @@ from gpu_remediation.models import (
     EfaEvidence,
     Evidence,
     ManualEvidence,
+    StragglerEvidence,
     XidEvidence,
 )
 from gpu_remediation.policy import Policy
@@ -138,6 +139,11 @@ def evidence_text(item: Evidence, *, max_message: int | None = None) -> str:
         text = f"runbook {item.runbook} by {item.requested_by or '?'}"
         if item.force:
             text += " (forced)"
+    elif isinstance(item, StragglerEvidence):
+        text = (
+            f"straggler in job {item.job}: {item.slower_by:.0%} slower than its gang's median "
+            f"for {item.steps} steps ({item.gang} pods compared)"
+        )
     else:  # pragma: no cover - the union is closed
         text = item.key
     if item.message:

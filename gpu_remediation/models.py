@@ -85,6 +85,11 @@ class FaultClass(StrEnum):
     """Slow, not dead: downtrained PCIe, sustained hardware throttling (issue 37)."""
     EFA_DEGRADED = "efa_degraded"
     """Slow, not dead: an EFA port below its rate, error counters rising (issue 37)."""
+    STRAGGLER = "straggler"
+    """A training job reports the node slower than the rest of its gang (issue 37).
+
+    Evidence from a tenant, never a verdict alone: the class diagnoses an idle
+    node at most, and only what the diagnostic finds can name a fault."""
     UNKNOWN = "unknown"
 
 
@@ -98,6 +103,15 @@ class Urgency(StrEnum):
     WHEN_IDLE = "when_idle"
     """The fault does not break work now: quarantine, then wait (up to
     ``jobs.max_defer``) for the job to end or checkpoint."""
+    IDLE_ONLY = "idle_only"
+    """Touch only an idle node: quarantine, then wait (up to ``jobs.max_defer``)
+    for the node's GPU work to end; if it does not, give the node back untouched.
+    Nothing is evicted and no job is asked to checkpoint."""
+
+    @property
+    def asks_jobs(self) -> bool:
+        """Whether the job stage asks opted-in jobs to checkpoint (idle_only evicts nothing)."""
+        return self != Urgency.IDLE_ONLY
 
 
 class Outcome(StrEnum):
@@ -225,8 +239,38 @@ class ManualEvidence(EvidenceBase):
         return f"manual/{self.runbook}/{self.observed_at.isoformat()}"
 
 
+class StragglerEvidence(EvidenceBase):
+    """A training job's step times say this node is slower than the rest of its gang.
+
+    Raised by the checkpoint relay's straggler detector
+    (``triggers.stragglers``) from the step times a job's pods write on
+    themselves. The node is the one the API server bound the slow pod to; the
+    job is named for the operator only, never acted on.
+    """
+
+    kind: Literal["straggler"] = "straggler"
+    job: str = Field(min_length=1, max_length=400, description="namespace/job of the gang.")
+    pod: str = Field(default="", max_length=400, description="namespace/name of the slow pod.")
+    slower_by: float = Field(
+        ge=0, le=1000, description="The pod's step time over its gang's median, minus one."
+    )
+    steps: int = Field(ge=0, description="Training steps the pod has been slow for.")
+    gang: int = Field(ge=1, description="Pods of the gang whose step times were compared.")
+
+    @property
+    def key(self) -> str:
+        """One signal per job on the node (a clear names the same job)."""
+        return f"straggler/{self.job}"
+
+
 Evidence = Annotated[
-    XidEvidence | DcgmEvidence | EfaEvidence | ConditionEvidence | AlertEvidence | ManualEvidence,
+    XidEvidence
+    | DcgmEvidence
+    | EfaEvidence
+    | ConditionEvidence
+    | AlertEvidence
+    | ManualEvidence
+    | StragglerEvidence,
     Field(discriminator="kind"),
 ]
 

@@ -127,8 +127,39 @@ ADDED_FAULT_CLASSES: dict[FaultClass, FaultClassPolicy] = {
         grace=timedelta(minutes=5),
         urgency=Urgency.WHEN_IDLE,
     ),
+    # Issue 37: a job's report that the node is slower than its gang; as in
+    # default_policy.yaml (and the safe shape `_straggler_is_evidence_only` asks for).
+    FaultClass.STRAGGLER: FaultClassPolicy(
+        start_rung=Rung.DIAGNOSE,
+        max_rung=Rung.DIAGNOSE,
+        urgency=Urgency.IDLE_ONLY,
+        diag_level=3,
+    ),
 }
 """Classes added after policies were first recorded, with the default a policy without them gets."""
+
+
+def _straggler_is_evidence_only(policy: FaultClassPolicy) -> None:
+    """Refuse a straggler class that could disrupt work: a tenant's report must not.
+
+    A job's step times are written by the job's owner, so they may at most get
+    an idle node diagnosed (``diagnose`` with ``idle_only``), or handed to a
+    person (``escalate``), or nothing (no start rung). Only what the diagnostic
+    finds names a fault and lifts the ceiling (docs/security.md).
+    """
+    start, top = policy.start_rung, policy.max_rung
+    if start is None:
+        return
+    if start == Rung.DIAGNOSE and top == Rung.DIAGNOSE and policy.urgency == Urgency.IDLE_ONLY:
+        return
+    if start == Rung.ESCALATE:
+        return
+    raise ValueError(
+        "fault_classes.straggler: a job's straggler report is a tenant's word, so it may "
+        "only diagnose an idle node (start_rung and max_rung diagnose, urgency idle_only), "
+        f"escalate, or do nothing (start_rung null); got start_rung {start}, max_rung {top}, "
+        f"urgency {policy.urgency}"
+    )
 
 
 class VerificationPolicy(PolicyModel):
@@ -417,6 +448,50 @@ class ConditionRule(PolicyModel):
         return self.reason_pattern is None or re.search(self.reason_pattern, reason) is not None
 
 
+class StragglerPolicy(PolicyModel):
+    """When a job's step times make its node a straggler (``triggers.stragglers``).
+
+    Jobs that opt in write each pod's mean time per training step on the pod
+    (docs/checkpoint-contract.md, "Step times"); the checkpoint relay compares
+    each report with the median of its gang's fresh reports. The approach is
+    the one of the straggler studies (Falcon, arXiv 2410.12588; Greyhound,
+    USENIX ATC '25): compare a rank with its peers, and want it slow for a
+    while, not one step. The defaults are assumptions, not measured values.
+    """
+
+    enabled: bool = Field(
+        default=True,
+        description="Read the step times jobs write; false: ignore them (no straggler evidence).",
+    )
+    margin: float = Field(
+        default=0.2,
+        gt=0,
+        le=10,
+        description="Slow means a step time above the gang's median times (1 + margin). "
+        "Assumption: above run-to-run step jitter, below the 1.34x Falcon measured.",
+    )
+    min_steps: int = Field(
+        default=200,
+        ge=1,
+        le=10_000_000,
+        description="Steps a pod must stay slow, reports in a row, before its node is reported "
+        "(assumption).",
+    )
+    min_gang: int = Field(
+        default=3,
+        ge=3,
+        le=100_000,
+        description="Fresh reports a gang needs before any is judged: with fewer, the median is "
+        "one of the two being compared.",
+    )
+    stale_after: Duration = Field(
+        default=timedelta(minutes=15),
+        gt=timedelta(0),
+        description="A pod's report older than this is left out of its gang (the job stopped "
+        "reporting, or the pod hangs).",
+    )
+
+
 class TriggerPolicy(PolicyModel):
     """What the node-condition watcher and the alert receiver treat as evidence."""
 
@@ -440,6 +515,11 @@ class TriggerPolicy(PolicyModel):
             "series cannot choose the repair. Turn on only when every rule routed to the "
             "receiver sets or clears fault_class itself (docs/security.md, Alerts)."
         ),
+    )
+
+    stragglers: StragglerPolicy = Field(
+        default_factory=StragglerPolicy,
+        description="Step times jobs report on their pods (issue 37); absent in older histories.",
     )
 
     def rule_for(self, condition_type: str, status: str, reason: str) -> ConditionRule | None:
@@ -647,6 +727,7 @@ class Policy(_PolicySections):
         missing = [fc.value for fc in FaultClass if fc not in self.fault_classes]
         if missing:
             raise ValueError(f"fault_classes is missing: {', '.join(missing)}")
+        _straggler_is_evidence_only(self.fault_classes[FaultClass.STRAGGLER])
         for rung in (Rung.QUARANTINE, Rung.ESCALATE):
             if rung in self.rungs and not self.rungs[rung].enabled:
                 # Quarantine guards every disruptive step; escalation is the floor.

@@ -12,6 +12,11 @@ and sends those signals:
 - a pod that carries an incident's id and ends (deleted, Succeeded, Failed):
   the incident is told, so it can look whether any GPU work is left.
 
+With a straggler detector (``triggers.stragglers``), every pod it sees also
+goes to the detector, and what that finds (a pod slower than its gang, from
+the step times jobs write) is handed to ``report_stragglers`` (the watcher's
+outbox, which starts or feeds the node's incident).
+
 Only incidents of this cluster are signalled, pinned to their run id, so an
 answer cannot reach another incident or a later run of the same node. Each
 answer carries the pod's uid (set by the API server): the incident counts it
@@ -32,7 +37,9 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client as k8s
@@ -51,6 +58,7 @@ from gpu_remediation.jobs import (
     parse_incident_id,
 )
 from triggers.list_watch import ListWatch
+from triggers.stragglers import StragglerDetector, StragglerReport
 
 log = logging.getLogger("gpu_remediation.checkpoint_relay")
 
@@ -86,6 +94,9 @@ class CheckpointRelay:
         watch_timeout: Seconds each watch request lasts before it is resumed.
         backoff_initial: First delay after an API or Temporal failure, seconds.
         backoff_max: Cap of the exponential backoffs, seconds.
+        stragglers: The straggler detector, or None to read no step times.
+        report_stragglers: Where the detector's reports go (required with ``stragglers``).
+        clock: "Now" for the detector (the simulated clock in the demo).
     """
 
     def __init__(
@@ -97,7 +108,15 @@ class CheckpointRelay:
         watch_timeout: int = 300,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
+        stragglers: StragglerDetector | None = None,
+        report_stragglers: Callable[[list[StragglerReport]], None] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        if (stragglers is None) != (report_stragglers is None):
+            raise ValueError("stragglers and report_stragglers go together")
+        self._stragglers = stragglers
+        self._report_stragglers = report_stragglers
+        self._clock = clock
         self._client = client
         self._cluster = cluster
         self._backoff_initial = backoff_initial
@@ -230,6 +249,10 @@ class CheckpointRelay:
                 phase = "Deleted" if kind == "DELETED" else str(pod["status"]["phase"])
                 report = WatchedPodEnded(pod=name[:317], request_incident=marker, phase=phase)
                 self._enqueue(Outgoing(*target, Signals.WATCHED_POD_ENDED, report))
+        if self._stragglers is not None and self._report_stragglers is not None:
+            found = self._stragglers.observe(kind, pod, self._clock())
+            if found:
+                self._report_stragglers(found)
         answer = annotations.get(ANSWER_ANNOTATION)
         request = annotations.get(REQUEST_ANNOTATION)
         if kind == "DELETED":

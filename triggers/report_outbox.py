@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from triggers.condition_tracker import ConditionReport
+from triggers.stragglers import StragglerReport
+
+Report = ConditionReport | StragglerReport
+"""What the watcher delivers: a node condition's report, or the straggler detector's."""
 
 DEFAULT_PER_NODE = 256
 """Reports one node may have waiting. A node sends a few per fault episode
@@ -46,7 +50,7 @@ def backoff_delay(failures: int, initial: float, cap: float) -> float:
 
 @dataclass
 class _NodeQueue:
-    reports: deque[ConditionReport] = field(default_factory=deque)
+    reports: deque[Report] = field(default_factory=deque)
     failures: int = 0
     """Failed attempts in a row of the report at the head."""
     state: Literal["ready", "sending", "backoff"] = "ready"
@@ -99,7 +103,7 @@ class ReportOutbox:
         """Reports waiting (those being sent included)."""
         return self._size
 
-    def __iter__(self) -> Iterator[ConditionReport]:
+    def __iter__(self) -> Iterator[Report]:
         """Every waiting report, node by node, each node's in the order seen."""
         for queue in self._queues.values():
             yield from queue.reports
@@ -114,7 +118,7 @@ class ReportOutbox:
         queue = self._queues.get(node)
         return 0 if queue is None else len(queue.reports)
 
-    def add(self, report: ConditionReport) -> Refusal | None:
+    def add(self, report: Report) -> Refusal | None:
         """Queue ``report`` behind its node's earlier reports.
 
         Returns:
@@ -133,7 +137,7 @@ class ReportOutbox:
         self._size += 1
         return None
 
-    def extend(self, reports: Iterable[ConditionReport]) -> list[ConditionReport]:
+    def extend(self, reports: Iterable[Report]) -> list[Report]:
         """Queue each report in turn; return those refused."""
         return [report for report in reports if self.add(report) is not None]
 
@@ -147,13 +151,13 @@ class ReportOutbox:
                 queue.state = "ready"
                 self._ready.append(node)
 
-    def take(self, limit: int) -> list[ConditionReport]:
+    def take(self, limit: int) -> list[Report]:
         """Hand out the head report of up to ``limit`` ready nodes, one per node.
 
         Nodes that became due since the last :meth:`release_due` wait for the
         next one, so a node that just failed is not retried in the same pass.
         """
-        wave: list[ConditionReport] = []
+        wave: list[Report] = []
         while self._ready and len(wave) < limit:
             node = self._ready.popleft()
             queue = self._queues[node]
@@ -161,7 +165,7 @@ class ReportOutbox:
             wave.append(queue.reports[0])
         return wave
 
-    def done(self, report: ConditionReport) -> None:
+    def done(self, report: Report) -> None:
         """Settle a handed-out report that needs no retry (delivered, or refused as invalid)."""
         queue = self._sending(report)
         queue.reports.popleft()
@@ -173,7 +177,7 @@ class ReportOutbox:
         else:
             del self._queues[report.node]
 
-    def failed(self, report: ConditionReport) -> float:
+    def failed(self, report: Report) -> float:
         """Settle a handed-out report that Temporal did not take: it stays at its node's head.
 
         Returns:
@@ -186,7 +190,7 @@ class ReportOutbox:
         heapq.heappush(self._backoff, (self._clock() + delay, next(self._tie), report.node))
         return delay
 
-    def _sending(self, report: ConditionReport) -> _NodeQueue:
+    def _sending(self, report: Report) -> _NodeQueue:
         queue = self._queues.get(report.node)
         if queue is None or queue.state != "sending" or queue.reports[0] is not report:
             raise RuntimeError(f"{report.node}: report {report.report_id} was not handed out")

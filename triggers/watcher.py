@@ -50,7 +50,13 @@ from triggers.admission_hook import AdmissionStarts
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
 from triggers.list_watch import ListWatch
 from triggers.metrics import WatcherMetrics
-from triggers.report_outbox import DEFAULT_PER_NODE, DEFAULT_TOTAL, ReportOutbox, backoff_delay
+from triggers.report_outbox import (
+    DEFAULT_PER_NODE,
+    DEFAULT_TOTAL,
+    Report,
+    ReportOutbox,
+    backoff_delay,
+)
 from triggers.starter import IncidentStarter, is_invalid, is_transient
 from triggers.unseen_recoveries import UnseenRecoveries
 
@@ -187,7 +193,7 @@ class ReportDelivery:
         self._starter = starter
         self._client = client
 
-    async def deliver(self, report: ConditionReport) -> None:
+    async def deliver(self, report: Report) -> None:
         """Deliver one report.
 
         Raises:
@@ -204,7 +210,7 @@ class ReportDelivery:
             report.node, [report.evidence], report_id=report.report_id
         )
         if not delivered:
-            log.info("%s: %s cleared; no incident is running", report.node, report.evidence.type)
+            log.info("%s: %s cleared; no incident is running", report.node, report.evidence.key)
 
 
 # ------------------------------------------------------------------ the watcher
@@ -280,7 +286,7 @@ class NodeConditionWatcher:
             backoff_initial=backoff_initial,
             backoff_max=backoff_max,
         )
-        self.delivered: list[ConditionReport] = []
+        self.delivered: list[Report] = []
         """Reports delivered so far, most recent last (bounded; for status and tests)."""
         self._metrics = metrics
         self._workflow_id = starter.workflow_id
@@ -431,7 +437,26 @@ class NodeConditionWatcher:
         self.tracker.forget(event.name)
         return []
 
-    def _log_extra(self, report: ConditionReport) -> dict[str, str | None]:
+    def add_reports(self, reports: Iterable[Report]) -> None:
+        """Queue reports from another source (the straggler detector) for delivery.
+
+        They share the outbox with the watcher's own: per node in order, bounded,
+        retried while Temporal is away, sent on the watcher's next tick. Call it
+        from the watcher's event loop.
+        """
+        reports = list(reports)
+        for report in reports:
+            log.info(
+                "%s: %s %s [%s]",
+                report.node,
+                report.kind,
+                report.evidence.key,
+                report.report_id,
+                extra=self._log_extra(report),
+            )
+        self._enqueue(reports)
+
+    def _log_extra(self, report: Report) -> dict[str, str | None]:
         # JSON log lines name the node and its incident's workflow.
         try:
             workflow_id: str | None = self._workflow_id(report.node)
@@ -439,7 +464,7 @@ class NodeConditionWatcher:
             workflow_id = None
         return {"node": report.node, "workflow_id": workflow_id}
 
-    def _enqueue(self, reports: Iterable[ConditionReport]) -> None:
+    def _enqueue(self, reports: Iterable[Report]) -> None:
         """Queue reports for delivery; log and count each one refused for lack of room."""
         for report in reports:
             reason = self._outbox.add(report)
@@ -476,7 +501,7 @@ class NodeConditionWatcher:
         if time.monotonic() < self._retry_at:
             return
         self._outbox.release_due()
-        failed: list[tuple[ConditionReport, Exception]] = []
+        failed: list[tuple[Report, Exception]] = []
         node_delay = 0.0
         while wave := self._outbox.take(FLUSH_WIDTH):
             outcomes = await asyncio.gather(
@@ -514,7 +539,7 @@ class NodeConditionWatcher:
         if failed:
             self._log_failures(failed, node_delay)
 
-    def _log_failures(self, failed: list[tuple[ConditionReport, Exception]], delay: float) -> None:
+    def _log_failures(self, failed: list[tuple[Report, Exception]], delay: float) -> None:
         """Say once per flush what Temporal did not take; every such report waits."""
         transient = all(is_transient(err) for _, err in failed)
         report, err = next(((r, e) for r, e in failed if not is_transient(e)), failed[0])
@@ -537,13 +562,13 @@ class NodeConditionWatcher:
         if self._metrics is not None:
             self._metrics.delivery_failures.inc(len(failed))
 
-    def _sent(self, report: ConditionReport) -> None:
+    def _sent(self, report: Report) -> None:
         self.delivered.append(report)
         del self.delivered[:-1000]
         if self._metrics is not None:
             self._metrics.reports.labels(report.kind).inc()
 
-    def _dropped(self, report: ConditionReport, err: Exception) -> None:
+    def _dropped(self, report: Report, err: Exception) -> None:
         # Refused for good (invalid: a bad name, a payload the workflow cannot
         # accept): retrying cannot help, and would hold back the node's later reports.
         log.error(

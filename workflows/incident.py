@@ -204,3 +204,5 @@ class IncidentState(BaseModel):
     pods_ended: int = 0
     ignored_answers: int = 0
     deferred: bool = False
+    never_idle: bool = False
+    """An ``idle_only`` wait ended with GPU work still on the node: it is given back."""

@@ -851,6 +851,8 @@ class NodeRemediationWorkflow:
                 return StepOutcome.ESCALATE
             if prepared != StepOutcome.FIXED:
                 return StepOutcome.ABORTED
+            if s.outcome is not None:
+                return StepOutcome.FIXED  # given back untouched (idle_only)
         if not await self._verify(None, "after recovery"):
             return None
         if await self._close_in_service(Outcome.RECOVERED, "the node recovered on its own"):
@@ -884,8 +886,10 @@ class NodeRemediationWorkflow:
         prepared = await self._stop_gpu_work()
         if prepared == StepOutcome.ESCALATE:
             return Rung.ESCALATE
-        if prepared != StepOutcome.FIXED:
-            return rung  # an operator cut in, or the permit's wait: the next decision applies
+        if prepared != StepOutcome.FIXED or s.outcome is not None:
+            # An operator cut in, or the permit's wait: the next decision applies.
+            # Or the node was given back untouched (idle_only): the ladder ends.
+            return rung
         self._set_rung(rung)
         s.last_rung = rung
         if self._dry_run:
@@ -933,6 +937,8 @@ class NodeRemediationWorkflow:
                 return permitted
         if not await self._coordinate_jobs():
             return StepOutcome.ABORTED
+        if s.never_idle:
+            return await self._give_back_untouched()
         if not await self._hold_while_paused():
             return StepOutcome.ABORTED
         s.drained = True
@@ -961,10 +967,13 @@ class NodeRemediationWorkflow:
         By the fault class's urgency the incident goes on at once
         (``immediate``), asks the jobs that opted in to checkpoint and waits for
         each asked job's answer up to ``jobs.checkpoint_timeout``
-        (``checkpoint_first``), or keeps the quarantined node running its job
+        (``checkpoint_first``), keeps the quarantined node running its job
         until the job ends or checkpoints, up to ``jobs.max_defer``
-        (``when_idle``). Operators cut the wait with ``approve stop_gpu_work``
-        or ``skip_to``; ``abort`` withdraws the request.
+        (``when_idle``), or waits up to ``jobs.max_defer`` for the node's GPU
+        work to end, asking nobody, and marks the node ``never_idle`` when it
+        does not (``idle_only``: the node is then given back untouched).
+        Operators cut the wait with ``approve stop_gpu_work`` or ``skip_to``;
+        ``abort`` withdraws the request.
         """
         s = self._state
         if s.jobs_coordinated or not self._policy.jobs.enabled:
@@ -974,7 +983,8 @@ class NodeRemediationWorkflow:
         if found is None or found.gpu_pods == 0:
             return True
         urgency, why = self._urgency()
-        asked = [job for job in found.jobs if job.checkpoint_supported]
+        # idle_only never evicts, so it asks no job to save: it waits for the work to end.
+        asked = [job for job in found.jobs if job.checkpoint_supported and urgency.asks_jobs]
         if urgency == Urgency.IMMEDIATE:
             s.record.decide(log_words.JOBS_STAGE, "no wait", why)
             return True
@@ -990,6 +1000,19 @@ class NodeRemediationWorkflow:
             s.record.decide(log_words.JOBS_STAGE, f"would {what}", f"{why}; up to {timeout}")
             return True
         return await self._wait_for_jobs(urgency, asked, timeout, why)
+
+    async def _give_back_untouched(self) -> StepOutcome:
+        """End an ``idle_only`` incident whose node never went idle: release it, evict nothing.
+
+        Returns:
+            FIXED with the outcome set (``no_action``) once the node is back in
+            service; ESCALATE when the release failed (a person must look).
+        """
+        max_defer = self._policy.jobs.max_defer
+        reason = f"{self._fault_value}: the node's GPU work did not end within {max_defer}"
+        if await self._close_in_service(Outcome.NO_ACTION, reason):
+            return StepOutcome.FIXED
+        return StepOutcome.ESCALATE
 
     async def _find_jobs(self, *, quiet_if_same: bool = False) -> NodeJobs | None:
         """Look at the node's jobs; with ``quiet_if_same``, log only what changed."""
@@ -1070,6 +1093,8 @@ class NodeRemediationWorkflow:
         s.request_incident = None
         if urgency == Urgency.WHEN_IDLE:
             s.deferred = True
+        if urgency == Urgency.IDLE_ONLY and outcome == log_words.DEADLINE_PASSED:
+            s.never_idle = True
         return s.abort is None and s.skip_to is None
 
     async def _wait_loop(self, deadline: datetime, what: str) -> str:
@@ -1084,10 +1109,10 @@ class NodeRemediationWorkflow:
             remaining = deadline - workflow.now()
             if remaining <= timedelta(0):
                 if s.job_answers:
-                    s.checkpoint = self._answers_summary("deadline passed")
+                    s.checkpoint = self._answers_summary(log_words.DEADLINE_PASSED)
                 elif s.answer is None:
-                    s.checkpoint = "deadline passed"
-                return "deadline passed"
+                    s.checkpoint = log_words.DEADLINE_PASSED
+                return log_words.DEADLINE_PASSED
             timeout = min(remaining, self._policy.jobs.recheck_interval)
             seen = s.pods_ended
             s.waiting_for = f"{what} (until {deadline.isoformat(timespec='seconds')})"

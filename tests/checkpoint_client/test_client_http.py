@@ -10,7 +10,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,12 @@ from checkpoint_client import (
     ANSWER_ANNOTATION,
     OPT_IN_ANNOTATION,
     REQUEST_ANNOTATION,
+    STEP_TIME_ANNOTATION,
     CheckpointClient,
     CheckpointClientError,
     KubeConfig,
+    StepTime,
+    parse_step_time,
 )
 from simulator.kube_api import PODS, KubeApiServer, KubeStore
 
@@ -348,3 +351,45 @@ def test_the_pod_identity_and_address_come_from_the_pods_environment(tmp_path: P
         CheckpointClient.from_environment(
             {"POD_NAME": "p", "POD_NAMESPACE": "n"}, podinfo_dir=tmp_path
         )
+
+
+def test_step_times_are_written_on_the_pod_at_most_once_a_minute(
+    api: KubeApiServer, pod: Pod, token: Path
+) -> None:
+    now = [NOW]
+    config = KubeConfig(base_url=api.url, token_path=token, ca_path=None)
+    client = CheckpointClient(
+        namespace=NS, pod_name=POD, annotations_path=pod.file, kube=config, clock=lambda: now[0]
+    )
+    assert client.report_step_time(1200, 2.41, 100) == StepTime(1200, 2.41, 100)
+    assert json.loads(pod.annotations()[STEP_TIME_ANNOTATION]) == {
+        "version": 1,
+        "step": 1200,
+        "seconds": 2.41,
+        "steps": 100,
+    }
+    now[0] += timedelta(seconds=59)
+    assert client.report_step_time(1224, 2.5, 24) is None
+    now[0] += timedelta(seconds=1)
+    assert client.report_step_time(1225, 2.5, 25) is not None
+    assert parse_step_time(pod.annotations()[STEP_TIME_ANNOTATION]).step == 1225
+    assert len(patches(api)) == 2
+
+
+@pytest.mark.parametrize(
+    ("step", "seconds", "steps", "field"),
+    [
+        (-1, 1.0, 1, "step"),
+        (10, 0.0, 1, "seconds"),
+        (10, float("nan"), 1, "seconds"),
+        (10, 1.0, 0, "steps"),
+        (10, 1.0, 12, "steps"),
+    ],
+)
+def test_a_step_time_that_breaks_the_contract_is_refused_before_any_request(
+    api: KubeApiServer, pod: Pod, token: Path, step: int, seconds: float, steps: int, field: str
+) -> None:
+    client = make_client(api, pod, token)
+    with pytest.raises(CheckpointClientError, match=f"step-time.{field}"):
+        client.report_step_time(step, seconds, steps)
+    assert patches(api) == []

@@ -1,0 +1,228 @@
+"""The straggler detector: a pod slower than its gang's median, for long enough, names its node."""
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from checkpoint_client.protocol import STEP_TIME_ANNOTATION
+from gpu_remediation.policy import StragglerPolicy
+from triggers.stragglers import StragglerDetector, StragglerReport
+
+JOBSET = "jobset.sigs.k8s.io/jobset-name"
+T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+POLICY = StragglerPolicy(margin=0.2, min_steps=200, min_gang=3, stale_after=timedelta(minutes=15))
+
+
+def pod(
+    rank: int,
+    step: int,
+    seconds: float,
+    *,
+    steps: int = 100,
+    job: str = "llm",
+    namespace: str = "ml",
+    node: str | None = None,
+    phase: str = "Running",
+    raw: str | None = None,
+) -> dict[str, Any]:
+    value = raw or json.dumps({"version": 1, "step": step, "seconds": seconds, "steps": steps})
+    return {
+        "metadata": {
+            "uid": f"uid-{namespace}-{job}-{rank}",
+            "name": f"{job}-{rank}",
+            "namespace": namespace,
+            "labels": {JOBSET: job},
+            "annotations": {STEP_TIME_ANNOTATION: value},
+        },
+        "spec": {"nodeName": node or f"gpu-{rank}"},
+        "status": {"phase": phase},
+    }
+
+
+def gang_step(
+    detector: StragglerDetector,
+    step: int,
+    times: list[float],
+    now: datetime,
+    **kwargs: Any,
+) -> list[StragglerReport]:
+    """Every rank of a gang reports the same step; the reports the detector answers."""
+    reports: list[StragglerReport] = []
+    for rank, seconds in enumerate(times):
+        reports += detector.observe("MODIFIED", pod(rank, step, seconds, **kwargs), now)
+    return reports
+
+
+def detector(**changes: Any) -> StragglerDetector:
+    return StragglerDetector(POLICY.model_copy(update=changes), [JOBSET])
+
+
+def test_a_rank_slow_for_min_steps_names_its_node_once() -> None:
+    d = detector()
+    assert gang_step(d, 100, [2.0, 2.0, 2.6, 2.0], T0) == []  # slow for 100 steps so far
+    [report] = gang_step(d, 200, [2.0, 2.0, 2.6, 2.0], T0 + timedelta(minutes=1))
+    assert (report.node, report.kind) == ("gpu-2", "report")
+    evidence = report.evidence
+    assert (evidence.job, evidence.pod, evidence.steps, evidence.gang) == (
+        "ml/llm",
+        "ml/llm-2",
+        200,
+        4,
+    )
+    assert evidence.slower_by == pytest.approx(0.3)
+    assert not evidence.cleared
+    assert gang_step(d, 300, [2.0, 2.0, 2.6, 2.0], T0 + timedelta(minutes=2)) == []
+
+
+def test_back_within_the_margin_clears_the_report_it_made() -> None:
+    d = detector()
+    gang_step(d, 100, [2.0, 2.0, 2.6, 2.0], T0)
+    [report] = gang_step(d, 200, [2.0, 2.0, 2.6, 2.0], T0)
+    [clear] = gang_step(d, 300, [2.0, 2.0, 2.1, 2.0], T0)
+    assert (clear.node, clear.kind, clear.evidence.cleared) == ("gpu-2", "clear", True)
+    assert clear.evidence.key == report.evidence.key
+    assert clear.report_id == f"{report.report_id}:cleared"
+
+
+def test_noisy_step_times_within_the_margin_name_nobody() -> None:
+    rng = random.Random(7)
+    d = detector()
+    reports = []
+    for step in range(100, 20_001, 100):
+        times = [2.0 * (1 + rng.uniform(-0.08, 0.08)) for _ in range(8)]
+        reports += gang_step(d, step, times, T0 + timedelta(seconds=step))
+    assert reports == []
+
+
+def test_one_slow_report_in_a_streak_of_fast_ones_starts_over() -> None:
+    d = detector(min_steps=300)
+    gang_step(d, 100, [2.0, 2.0, 2.6], T0)
+    gang_step(d, 200, [2.0, 2.0, 2.6], T0)
+    gang_step(d, 300, [2.0, 2.0, 2.0], T0)  # a fast report ends the streak
+    assert gang_step(d, 400, [2.0, 2.0, 2.6], T0) == []
+    assert gang_step(d, 500, [2.0, 2.0, 2.6], T0) == []
+    assert len(gang_step(d, 600, [2.0, 2.0, 2.6], T0)) == 1
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_a_gang_too_small_for_a_median_is_not_judged(size: int) -> None:
+    d = detector()
+    times = [2.0, 9.0][:size]
+    reports = []
+    for step in range(100, 2001, 100):
+        reports += gang_step(d, step, times, T0)
+    assert reports == []
+
+
+def test_a_job_that_stops_reporting_is_left_out_not_judged() -> None:
+    d = detector()
+    gang_step(d, 100, [2.0, 2.0, 2.0, 2.0], T0)
+    later = T0 + timedelta(minutes=20)  # past stale_after: ranks 0-2 went quiet
+    reports = []
+    for step in range(200, 1001, 100):
+        reports += d.observe("MODIFIED", pod(3, step, 9.0), later)
+    assert reports == [], "one fresh report is no gang"
+
+
+def test_a_stale_peer_does_not_make_a_healthy_rank_look_slow() -> None:
+    d = detector()
+    gang_step(d, 100, [1.0, 1.0, 1.0, 1.0, 1.0], T0)  # an old, faster phase of the job
+    later = T0 + timedelta(minutes=20)
+    reports = []
+    for step in range(200, 1001, 100):
+        reports += gang_step(d, step, [2.0, 2.0, 2.0], later)
+    assert reports == []
+
+
+def test_the_same_report_seen_again_is_not_counted_twice() -> None:
+    d = detector()
+    gang_step(d, 100, [2.0, 2.0, 2.6], T0)
+    for _ in range(5):  # other fields of the pods changed; the annotation did not
+        assert gang_step(d, 100, [2.0, 2.0, 2.6], T0) == []
+    assert len(gang_step(d, 200, [2.0, 2.0, 2.6], T0)) == 1
+
+
+def test_a_step_that_goes_back_starts_the_rank_afresh() -> None:
+    d = detector()
+    gang_step(d, 1000, [2.0, 2.0, 2.6], T0)
+    gang_step(d, 1100, [2.0, 2.0, 2.6], T0)
+    # The job restarted from its step-900 checkpoint: the streak so far says nothing.
+    assert gang_step(d, 950, [2.0, 2.0, 2.6], T0) == []
+    assert len(gang_step(d, 1050, [2.0, 2.0, 2.6], T0)) == 1
+
+
+def test_pods_that_do_not_take_part_are_ignored() -> None:
+    d = detector()
+    unlabelled = pod(0, 100, 9.0)
+    unlabelled["metadata"]["labels"] = {"app": "x"}
+    unbound = pod(1, 100, 9.0)
+    unbound["spec"] = {}
+    pending = pod(2, 100, 9.0, phase="Pending")
+    for item in (unlabelled, unbound, pending):
+        assert d.observe("ADDED", item, T0) == []
+    assert len(d) == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "not json",
+        "[1, 2]",
+        '{"version": 2, "step": 1, "seconds": 1, "steps": 1}',
+        '{"version": 1, "step": -1, "seconds": 1, "steps": 1}',
+        '{"version": 1, "step": 10, "seconds": 0, "steps": 1}',
+        '{"version": 1, "step": 10, "seconds": NaN, "steps": 1}',
+        '{"version": 1, "step": 10, "seconds": 1, "steps": 12}',
+        '{"version": 1, "step": true, "seconds": 1, "steps": 1}',
+        "[" * 100_000,
+        '{"version": 1, "step": 10, "seconds": 1, "steps": 1, "x": "' + "a" * 300 + '"}',
+    ],
+)
+def test_values_that_break_the_contract_are_counted_not_used(raw: str) -> None:
+    d = detector()
+    assert d.observe("MODIFIED", pod(0, 0, 0, raw=raw), T0) == []
+    assert d.observe("MODIFIED", pod(0, 0, 0, raw=raw), T0) == []
+    assert (len(d), d.unreadable) == (0, 1)
+
+
+def test_gangs_are_judged_apart_by_namespace_and_job() -> None:
+    d = detector()
+    # Two tenants' jobs of the same name: neither is compared with the other.
+    for step in (100, 200, 300):
+        assert gang_step(d, step, [2.0, 2.0], T0, namespace="team-a") == []
+        assert gang_step(d, step, [9.0], T0, namespace="team-b") == []
+
+
+def test_a_deleted_pod_is_forgotten_and_leaves_its_gang() -> None:
+    d = detector()
+    gang_step(d, 100, [2.0, 2.0, 2.0], T0)
+    d.observe("DELETED", pod(0, 100, 2.0), T0)
+    assert len(d) == 2
+    assert gang_step(d, 200, [2.0, 2.0], T0, steps=100) == []
+
+
+def test_an_ended_pod_neither_reports_nor_clears() -> None:
+    d = detector()
+    gang_step(d, 100, [2.0, 2.0, 2.6], T0)
+    [report] = gang_step(d, 200, [2.0, 2.0, 2.6], T0)
+    assert report.kind == "report"
+    assert d.observe("MODIFIED", pod(2, 300, 2.0, phase="Succeeded"), T0) == []
+
+
+def test_tracking_is_bounded() -> None:
+    d = StragglerDetector(POLICY, [JOBSET], max_pods=3)
+    assert gang_step(d, 100, [2.0, 2.0, 2.0, 2.0], T0) == []
+    assert (len(d), d.refused) == (3, 1)
+    d.observe("DELETED", pod(0, 100, 2.0), T0)
+    assert d.observe("ADDED", pod(3, 100, 2.0), T0) == []
+    assert (len(d), d.refused) == (3, 1)
+
+
+def test_a_gang_of_a_thousand_pods_is_judged() -> None:
+    d = detector()
+    times = [2.0] * 1023 + [2.6]
+    gang_step(d, 100, times, T0)
+    assert [r.node for r in gang_step(d, 200, times, T0)] == ["gpu-1023"]

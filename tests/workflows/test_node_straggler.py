@@ -1,0 +1,106 @@
+"""Issue 37: a job's straggler report is evidence, never a verdict: an idle node is diagnosed."""
+
+from datetime import UTC, datetime
+
+from temporalio.testing import WorkflowEnvironment
+
+from gpu_remediation.ids import Activities as A
+from gpu_remediation.models import FaultClass, Outcome, Rung, StragglerEvidence
+from gpu_remediation.workflow_models import NodeRemediationState
+from tests.conftest import assert_eventually
+from tests.doubles import FakeFleet, failing_diag
+from tests.workflows.job_support import job, on_node, relay_pod_ended, requested_incident
+from tests.workflows.node_support import Cluster, NodeHandle, cluster, policy, xid
+
+DISRUPTIVE = (A.DRAIN_GPU_PODS, A.RESET_GPUS, A.REBOOT_NODE, A.DELETE_NODE_CLAIM)
+
+
+def straggler(job_name: str = "ml/llm") -> StragglerEvidence:
+    """What the relay's detector raises for a pod 30% slower than its gang."""
+    return StragglerEvidence(
+        observed_at=datetime.now(UTC),
+        source="straggler-detector",
+        job=job_name,
+        pod=f"{job_name}-0",
+        slower_by=0.3,
+        steps=400,
+        gang=4,
+    )
+
+
+async def waiting_for_idle(c: Cluster, handle: NodeHandle) -> NodeRemediationState:
+    return await assert_eventually(
+        lambda: c.state(handle),
+        lambda s: s.waiting_for is not None and s.waiting_for.startswith("jobs to end"),
+    )
+
+
+async def test_an_idle_node_is_diagnosed_at_level_3_and_released_when_it_passes(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet()
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-s1", straggler())
+        result = await handle.result()
+    assert (result.fault_class, result.outcome) == (FaultClass.STRAGGLER, Outcome.NO_FAULT_FOUND)
+    levels = [arg.level for name, arg in fleet.calls if name == A.RUN_DIAGNOSTIC]  # type: ignore[attr-defined]
+    assert levels == [3]
+    assert not any(fleet.called(name) for name in (A.RESET_GPUS, A.REBOOT_NODE))
+
+
+async def test_the_job_is_not_asked_to_checkpoint_and_keeps_the_node_until_it_ends(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(node_jobs=[on_node(job())])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-s2", straggler())
+        await waiting_for_idle(c, handle)
+        assert fleet.called(A.QUARANTINE_NODE) == 1
+        [request] = [arg for name, arg in fleet.calls if name == A.REQUEST_CHECKPOINT]
+        assert request.urgency == "idle_only"  # type: ignore[attr-defined]
+        assert fleet.called(A.RUN_DIAGNOSTIC) == 0
+        fleet.node_jobs = [on_node()]  # the job finished
+        await relay_pod_ended(handle, requested_incident(fleet))
+        result = await handle.result()
+    assert result.outcome == Outcome.NO_FAULT_FOUND
+    assert fleet.called(A.RUN_DIAGNOSTIC) == 1
+
+
+async def test_a_node_that_never_goes_idle_is_given_back_untouched(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(node_jobs=[on_node(job(supported=False))])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-s3", straggler())
+        result = await handle.result()
+        state = await c.state(handle)
+    assert (result.fault_class, result.outcome) == (FaultClass.STRAGGLER, Outcome.NO_ACTION)
+    assert not any(fleet.called(name) for name in (*DISRUPTIVE, A.RUN_DIAGNOSTIC))
+    assert fleet.called(A.RELEASE_NODE) == 1
+    max_defer = policy().jobs.max_defer
+    assert any(
+        d.stage == "release" and d.reason.endswith(f"did not end within {max_defer}")
+        for d in state.decisions
+    )
+
+
+async def test_what_the_diagnostic_finds_names_the_fault_and_the_ladder_climbs_on(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(diagnostics=[failing_diag(error_id=4)])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-s4", straggler())
+        result = await handle.result()
+    assert result.fault_class == FaultClass.GPU_RESET_REQUIRED
+    assert result.outcome == Outcome.REPAIRED
+    assert result.rungs_tried[-2:] == [Rung.DIAGNOSE, Rung.GPU_RESET]
+
+
+async def test_beside_a_real_fault_the_fault_names_the_incident(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet()
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-s5", straggler(), xid(48))
+        result = await handle.result()
+    assert (result.fault_class, result.outcome) == (FaultClass.GPU_RESET_REQUIRED, Outcome.REPAIRED)
