@@ -17,12 +17,20 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from checkpoint_client import ANSWER_ANNOTATION, OPT_IN_ANNOTATION, SUPPORTED, CheckpointClient
+from checkpoint_client import (
+    ANSWER_ANNOTATION,
+    OPT_IN_ANNOTATION,
+    STEP_TIME_ANNOTATION,
+    SUPPORTED,
+    CheckpointClient,
+)
 from checkpoint_client.client import PODINFO_DIR
 from simulator.kube_api import KubeApiServer, KubeStore
 from tests.checkpoint_client.test_client_http import NS, Pod, make_client, request_value
 from tests.deploy.rbac_support import attributes, rule_accesses
 from tests.deploy.support import DEPLOY, yaml_documents
+from tests.deploy.vap_support import refusals
+from tests.deploy.vap_support import request as admission_request
 
 EXAMPLES = DEPLOY / "examples"
 
@@ -168,9 +176,57 @@ def test_the_rbac_binds_the_jobs_account_and_the_policy_guards_exactly_that_acco
     assert condition["expression"] == f"request.userInfo.username == '{user}'"
     checks = " ".join(v["expression"] for v in policy["spec"]["validations"])
     assert "authentication.kubernetes.io/pod-name" in checks
-    assert ANSWER_ANNOTATION in " ".join(v["expression"] for v in policy["spec"]["variables"])
+    variables = " ".join(v["expression"] for v in policy["spec"]["variables"])
+    assert ANSWER_ANNOTATION in variables
+    assert STEP_TIME_ANNOTATION in variables
     policy_binding = one(rbac, "ValidatingAdmissionPolicyBinding")
     assert policy_binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert policy_binding["spec"]["validationActions"] == ["Deny"]
     selector = policy_binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]
     assert selector == {"kubernetes.io/metadata.name": namespace}
+
+
+def pod_write(
+    changes: dict[str, str], *, bound_pod: str = "trainer-0", name: str = "trainer-0"
+) -> dict[str, Any]:
+    """The job's service account patching pod ``name``'s annotations (a PATCH is an UPDATE)."""
+    rbac = docs("checkpoint-rbac.yaml")
+    account = one(rbac, "ServiceAccount")["metadata"]
+    before = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": account["namespace"],
+            "labels": {"app": "llm"},
+            "annotations": {OPT_IN_ANNOTATION: SUPPORTED},
+        },
+        "spec": {"nodeName": "gpu-1"},
+    }
+    after = json.loads(json.dumps(before))
+    after["metadata"]["annotations"].update(changes)
+    user = f"system:serviceaccount:{account['namespace']}:{account['name']}"
+    req = admission_request("UPDATE", user, old=before, new=after)
+    req["userInfo"]["extra"] = {"authentication.kubernetes.io/pod-name": [bound_pod]}
+    return req
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {ANSWER_ANNOTATION: '{"version":1}'},
+        {STEP_TIME_ANNOTATION: '{"version":1,"step":10,"seconds":2.0,"steps":10}'},
+        {ANSWER_ANNOTATION: "x", STEP_TIME_ANNOTATION: "y"},
+    ],
+)
+def test_the_job_may_write_its_answer_and_step_time_on_its_own_pod(changes: dict[str, str]) -> None:
+    policy = one(docs("checkpoint-rbac.yaml"), "ValidatingAdmissionPolicy")
+    assert refusals(policy, pod_write(changes)) == []
+
+
+def test_the_job_may_not_write_another_annotation_nor_on_another_pod() -> None:
+    policy = one(docs("checkpoint-rbac.yaml"), "ValidatingAdmissionPolicy")
+    other = pod_write({"gpu-remediation.io/checkpoint-request": "forged"})
+    assert any("may change only" in m for m in refusals(policy, other))
+    elsewhere = pod_write({STEP_TIME_ANNOTATION: "x"}, bound_pod="trainer-1")
+    assert refusals(policy, elsewhere) == ["a training pod may write only on its own pod"]
