@@ -110,6 +110,9 @@ class DemoSummary(BaseModel):
     """Fault class -> outcome -> incidents."""
     rungs_used: dict[str, int]
     """Rung -> incidents that ran it."""
+    started_by: dict[str, int] = {}
+    """Kind of an incident's first evidence (``condition``, ``xid``, ``straggler``, ...) ->
+    incidents; incidents whose state was not read are not counted."""
     rung_attempts: dict[str, int]
     mttr_p50_s: float | None
     mttr_p95_s: float | None
@@ -301,6 +304,7 @@ def summarize(
     by_class: dict[str, Counter[str]] = {}
     rungs: Counter[str] = Counter()
     attempts: Counter[str] = Counter()
+    started_by: Counter[str] = Counter()
     real_mttr: list[float] = []
     clock_mttr: list[float] = []
     trips = 0
@@ -315,6 +319,8 @@ def summarize(
                 ran.add(Rung.ESCALATE.value)
             rungs.update(ran)
             attempts.update(a.rung.value for a in incident.state.attempts)
+            if incident.state.evidence:
+                started_by[incident.state.evidence[0].kind] += 1
         span = _resolution_span(incident)
         if span is not None:
             real_mttr.append((span[1] - span[0]).total_seconds())
@@ -333,6 +339,7 @@ def summarize(
         by_fault_class={fc: dict(c.most_common()) for fc, c in sorted(by_class.items())},
         rungs_used={r.value: rungs[r.value] for r in Rung if rungs[r.value]},
         rung_attempts={r.value: attempts[r.value] for r in Rung if attempts[r.value]},
+        started_by=dict(started_by.most_common()),
         mttr_p50_s=_round(percentile(sim_mttr, 50)),
         mttr_p95_s=_round(percentile(sim_mttr, 95)),
         mttr_real_p50_s=_round(percentile(real_mttr, 50), 2),
@@ -402,6 +409,9 @@ def render(summary: DemoSummary) -> RenderableType:
     rungs = ", ".join(f"{rung} {count}" for rung, count in summary.rungs_used.items()) or "none"
     facts.add_row("Incidents", str(summary.incidents))
     facts.add_row("Rungs used (incidents)", rungs)
+    if summary.started_by:
+        started = ", ".join(f"{kind} {count}" for kind, count in summary.started_by.items())
+        facts.add_row("Started by (first evidence)", started)
     facts.add_row(
         "MTTR p50 / p95",
         f"{duration_text(summary.mttr_p50_s)} / {duration_text(summary.mttr_p95_s)} simulated "

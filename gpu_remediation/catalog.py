@@ -385,6 +385,14 @@ DCGM_ERRORS: dict[int, tuple[FaultClass, str]] = {
     # Configuration findings: a person fixes them; no repair step would.
     29: (FC.CONFIGURATION, "persistence mode disabled"),
     46: (FC.CONFIGURATION, "PCIe link width"),
+    # The diagnostic's performance tests (level 3: targeted stress and power, memory
+    # bandwidth; PCIe bandwidth) found a GPU that works, slowly (DCGM TRIAGE): slow,
+    # not dead, the gpu_degraded ladder (reset when idle, then reboot, replace, each
+    # verified by the same level-3 tests). NVIDIA, "Targeted Stress Plugin" (DCGM docs).
+    30: (FC.GPU_DEGRADED, "PCIe bandwidth below the minimum"),
+    50: (FC.GPU_DEGRADED, "stress level below the target"),
+    62: (FC.GPU_DEGRADED, "memory bandwidth below the minimum"),
+    63: (FC.GPU_DEGRADED, "power below the target"),
     # The diagnostic's memory tests found faulty memory (DCGM ISOLATE).
     52: (FC.HARDWARE_FAILURE, "faulty memory"),
     57: (FC.HARDWARE_FAILURE, "double-bit errors in the memory test"),

@@ -131,7 +131,7 @@ def degraded_condition(node: NodeState) -> Condition:
             )
         )
         for f in node.faults
-        if f.info.degrades and f.gpu is not None
+        if f.info.degrades and f.info.agent_sees_slowdown and f.gpu is not None
     ]
     if not lines:
         return DEGRADED_HEALTHY

@@ -102,6 +102,13 @@ class WorkloadConfig(_Strict):
         description="Faults a running job keeps running through (every other fault but a "
         "false positive fails it at once).",
     )
+    step_times: Duration | None = Field(
+        default=None,
+        gt=timedelta(0),
+        description="While a node of a job is slow, every pod of the job writes its own step "
+        "time this often (docs/checkpoint-contract.md, 'Step times'), and once more when the "
+        "job is back at full pace; None: jobs write none.",
+    )
 
 
 class AdmissionSimConfig(_Strict):

@@ -17,13 +17,20 @@ DCGM_VERSION = "4.2.3"
 DRIVER_VERSION = "570.148.08"
 EXIT_DIAG_FAILED = 226  # DCGM_ST_NVVS_ERROR as the shell sees it
 # DCGM error categories (dcgm_errors.h): 10 hardware memory, 6 PCIe, 7 NVLink, 1 other.
-_CATEGORY = {"memory": 10, "pcie": 6, "software": 1}
+_CATEGORY = {"memory": 10, "pcie": 6, "software": 1, "targeted_stress": 1}
 _TESTS: tuple[tuple[str, DiagTest, int], ...] = (
     # (category, test, lowest level that runs it)
     ("Deployment", "software", 1),
     ("Hardware", "memory", 2),
     ("Integration", "pcie", 2),
+    # Level 3's targeted stress (NVIDIA, "Targeted Stress Plugin", DCGM docs): a GPU
+    # that cannot reach its performance target fails it with DCGM_FR_STRESS_LEVEL.
+    ("Stress", "targeted_stress", 3),
 )
+STRESS_LEVEL_ERROR = 50  # DCGM_FR_STRESS_LEVEL, severity TRIAGE, category PERF_THRESHOLD
+STRESS_TARGET = 8000.0
+"""The targeted stress target in GFLOPS the simulated diagnostic prints (an illustrative
+value: DCGM takes it from the GPU's SKU file)."""
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -45,6 +52,20 @@ def _warning(fault: ActiveFault, node: NodeState) -> dict[str, Any]:
         "error_id": info.dcgm_error,
         "error_severity": info.dcgm_severity,
         "warning": info.health_message.format(gpu=gpu, bus=pci_bus(gpu)),
+    }
+
+
+def _too_slow(fault: ActiveFault) -> dict[str, Any]:
+    gpu = fault.gpu if fault.gpu is not None else 0
+    reached = STRESS_TARGET / fault.info.slowdown
+    return {
+        "error_category": _CATEGORY["targeted_stress"],
+        "error_id": STRESS_LEVEL_ERROR,
+        "error_severity": 4,  # TRIAGE
+        "warning": (
+            f"Max stress level of {reached:.1f} did not reach desired stress level of "
+            f"{STRESS_TARGET:.1f} for GPU {gpu}"
+        ),
     }
 
 
@@ -74,6 +95,9 @@ def diag_output(node: NodeState, level: int, gpus: list[int]) -> tuple[int, str]
                 for f in node.hardware_faults_on(gpu)
                 if _test_of(f, level) == test
             ]
+            if test == "targeted_stress":
+                # A GPU that works, slower: only the level-3 performance test sees it.
+                warnings += [_too_slow(f) for f in node.gpu_faults(gpu) if f.info.degrades]
             if warnings:
                 result["status"] = "Fail"
                 result["warnings"] = warnings

@@ -25,6 +25,16 @@ its budget. The first placement fills each pool in node-name order (job 000 on
 the pool's first ``job_nodes`` nodes, and so on), later ones pick free nodes at
 random as the scheduler's tie-break would.
 
+Step times (``step_times``, docs/checkpoint-contract.md): while a node of a job
+is slow, every pod of the job writes its own time per step on itself, over
+HTTP with checkpoint_client's patch, every ``step_times`` of simulated time, and
+once more when the job is back at full pace. A rank's own time is
+``STEP_SECONDS`` times its node's slowdown (a healthy rank computes at full
+speed and waits for the slow one at the collectives). A job writes nothing
+while every node of it runs at full pace: such a gang's times are all equal to
+their median, so they could never report a straggler; skipping them saves the
+relay decoding thousands of writes (a real job writes them all the time).
+
 The checkpoint handshake (docs/checkpoint-contract.md): a share
 (``handshake_share``) of each pool's jobs opt in (``gpu-remediation.io/checkpoint:
 supported``; job 000 of a pool always does when the share is above 0). When a
@@ -50,10 +60,12 @@ from checkpoint_client.protocol import (
     ANSWER_ANNOTATION,
     OPT_IN_ANNOTATION,
     REQUEST_ANNOTATION,
+    STEP_TIME_ANNOTATION,
     SUPPORTED,
     Answer,
     ProtocolError,
     Request,
+    StepTime,
     parse_request,
 )
 from simulator.fleet.model import NodeState, Phase
@@ -110,6 +122,10 @@ class TrainingJob:
     """Requests seen and not answered yet, by incident."""
     seen: set[str] = field(default_factory=set)
     """Incidents whose request this job has seen (each counted once)."""
+    reported_step: int | None = None
+    """The step of the attempt's last step-time report (None: none yet)."""
+    step_token: int = 0
+    """Bumped when a step-time report is scheduled: older report timers do nothing."""
 
     def pod_name(self, rank: int) -> str:
         """The name of the current attempt's pod of ``rank``."""
@@ -196,6 +212,7 @@ class Workloads:
         else:
             job.restarts += 1
         job.running = True
+        job.reported_step = None
         job.nodes = nodes
         job.gpus = sum(fleet.nodes[n].gpus for n in nodes)
         job.pending.clear()
@@ -233,10 +250,13 @@ class Workloads:
             )
         with fleet.lock:
             broken = any(self._breaks_work(fleet.nodes[n]) for n in nodes if n in fleet.nodes)
+            slow = job.attempt is not None and job.attempt.rate < 1.0
         if broken:
             self._end(job.name, run, restarts, Ending.FAULT)
-        else:
-            self._schedule(job.name)
+            return
+        self._schedule(job.name)
+        if slow and self.config.step_times is not None:
+            self._report_steps(job.name, run, restarts, None)  # placed on a slow node
 
     def _breaks_work(self, node: NodeState) -> bool:
         """Whether the node cannot run the job: down, rebooting, or a fault it cannot survive."""
@@ -457,8 +477,64 @@ class Workloads:
             if job is None or not job.running or job.attempt is None:
                 return
             changed = job.attempt.set_rate(fleet.clock.now(), self._rate(job))
+            run, restarts = job.run, job.restarts
         if changed:
             self._schedule(job.name)
+            if self.config.step_times is not None:
+                self._report_steps(job.name, run, restarts, None)
+
+    # ------------------------------------------------------------ step times
+
+    def _report_steps(self, name: str, run: int, restarts: int, token: int | None) -> None:
+        """Write each pod's step time (while the job is slow, and once when it no longer is).
+
+        ``token``: a report timer's, None for a change of pace (which always reports).
+        """
+        fleet = self._fleet
+        interval = self.config.step_times
+        assert interval is not None
+        now = fleet.clock.now()
+        with fleet.lock:
+            job = self.jobs[name]
+            attempt = job.attempt
+            stale = token is not None and token != job.step_token
+            if (
+                stale
+                or attempt is None
+                or not job.running
+                or (job.run, job.restarts) != (run, restarts)
+            ):
+                return
+            step = int(attempt.work_at(now) / STEP_SECONDS)
+            last = job.reported_step if job.reported_step is not None else -1
+            if step <= last:
+                return  # no step since the last report (saving, or the same moment)
+            steps = step - max(last, int(attempt.resumed_from / STEP_SECONDS) - 1)
+            job.reported_step = step
+            times = [
+                (job.pod_name(rank), STEP_SECONDS * fleet.nodes[n].slowdown())
+                for rank, n in enumerate(job.nodes)
+                if n in fleet.nodes
+            ]
+            slow = attempt.rate < 1.0
+            if slow:
+                job.step_token += 1
+                next_token = job.step_token
+        kube = KubeConfig(base_url=fleet.kube_url, token_path=None, ca_path=None)
+        for pod, seconds in times:
+            value = StepTime(step=step, seconds=seconds, steps=min(steps, step + 1)).to_json()
+            try:
+                patch_pod_annotations(
+                    kube, self.config.namespace, pod, {STEP_TIME_ANNOTATION: value}
+                )
+            except KubeError as err:
+                if err.status != 404:
+                    raise  # a pod deleted meanwhile (drained) has nothing to report on
+        if slow:
+            fleet.scheduler.call_at(
+                now + interval.total_seconds(),
+                lambda: self._report_steps(name, run, restarts, next_token),
+            )
 
     def _rate(self, job: TrainingJob) -> float:
         # Caller holds the lock. Every rank of a gang waits for the slowest one.

@@ -5,7 +5,7 @@ docs/getting-started.md promise: a job that speaks the checkpoint handshake is
 asked to save before its node is drained and completes elsewhere, the project
 fails no job run, a replacement node is admitted only after its burn-in, and the
 first node Karpenter launches is caught dead on arrival. One run of the real
-command (about a minute) checks all of it from its JSON summary.
+command (about two minutes) checks all of it from its JSON summary.
 """
 
 from __future__ import annotations
@@ -85,10 +85,14 @@ def test_a_replacement_is_admitted_after_burn_in_and_a_dead_on_arrival_node_is_c
     assert admission["ready_to_schedulable_p50_s"] > 0
 
 
-def test_a_slow_gpu_is_caught_and_repaired_while_its_gang_runs_slower(
+def test_slow_gpus_are_caught_and_repaired_while_their_gangs_run_slower(
     default_demo: dict[str, Any],
 ) -> None:
-    assert default_demo["by_fault_class"]["gpu_degraded"] == {"repaired": 1}
+    # One the agent's GpuDegraded condition shows, one only the job's step times do:
+    # that straggler report got the idle node diagnosed, and the diagnostic named it.
+    assert default_demo["by_fault_class"]["gpu_degraded"] == {"repaired": 2}
+    assert default_demo["started_by"]["straggler"] == 1
+    assert default_demo["rung_attempts"]["diagnose"] == 1
     assert default_demo["jobs"]["gpu_hours_lost_to_slowness"] > 0
 
 

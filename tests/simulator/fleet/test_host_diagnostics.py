@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from gpu_remediation.models import DcgmEvidence
+import pytest
+
+from gpu_remediation.classifier import classify
+from gpu_remediation.models import DcgmEvidence, FaultClass
+from gpu_remediation.policy_loader import load_policy
 from simulator.fleet import Fleet
 from tests.conftest import assert_eventually
 from tests.simulator.fleet.conftest import Real, condition_status
@@ -62,3 +66,25 @@ async def test_a_diagnostic_of_other_gpus_does_not_see_the_fault(fleet: Fleet, r
     # The diag of GPUs 0 and 1 passes; the health recheck covers every GPU.
     assert not verdict.passed
     assert {f.check for f in verdict.failures if isinstance(f, DcgmEvidence)} == {"health"}
+
+
+@pytest.mark.parametrize("kind", ["gpu_degraded", "gpu_slow"])
+async def test_only_level_three_s_stress_test_sees_a_slow_gpu_and_names_it_degraded(
+    fleet: Fleet, real: Real, kind: str
+) -> None:
+    # Issue 37: a GPU that works, slower, passes level 2 and fails level 3's targeted
+    # stress test (DCGM_FR_STRESS_LEVEL), which the classifier reads as gpu_degraded.
+    fleet.inject(kind, "h100-0002", gpu=4)
+    level_2 = await real.run("run_diagnostic", diag_input(fleet, "h100-0002", level=2))
+    assert level_2.passed, level_2.summary
+    level_3 = await real.run("run_diagnostic", diag_input(fleet, "h100-0002", level=3))
+    assert not level_3.passed
+    [failure] = [f for f in level_3.failures if isinstance(f, DcgmEvidence)]
+    assert (failure.check, failure.gpu_index, failure.error_id) == ("diag", 4, 50)
+    assert "did not reach desired stress level of 8000.0 for GPU 4" in failure.message
+    verdict = classify([failure], load_policy())
+    assert verdict.fault_class == FaultClass.GPU_DEGRADED
+    # Once a reset cleared it, the same test passes: the step's verification tells.
+    fleet.clear_faults("h100-0002", fleet.active_faults("h100-0002"), reason="test")
+    again = await real.run("run_diagnostic", diag_input(fleet, "h100-0002", level=3))
+    assert again.passed, again.summary

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from checkpoint_client.protocol import STEP_TIME_ANNOTATION, StepTime, parse_step_time
 from gpu_remediation.contracts import DrainGpuPodsInput, QuarantineNodeInput
 from simulator.fleet import Fleet, WorkloadConfig
 from simulator.fleet.workloads import (
@@ -195,3 +196,54 @@ async def test_a_slow_gpu_slows_its_whole_gang_reports_gpu_degraded_and_breaks_n
         lambda cond: cond["status"] == "False",
     )
     assert slow.attempt.rate == 1.0
+
+
+async def test_a_silent_slow_gpu_shows_only_in_the_step_times_its_job_writes(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    # Issue 37: no signal of the agent's shows it; the job's pods write their own step
+    # times while the gang is slow (the slow rank's 1.34x the others'), then once more.
+    fleet = make_fleet(workloads=workloads(step_times=timedelta(minutes=5)), time_factor=600)
+    await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
+    )
+    assert not any(
+        STEP_TIME_ANNOTATION in p["metadata"]["annotations"] for p in job_pods(fleet).values()
+    )
+    fleet.inject("gpu_slow", "h100-0001", gpu=2)
+    slow = job(fleet, "h100-job-000")
+
+    def step_times() -> dict[str, StepTime]:
+        return {
+            p["spec"]["nodeName"]: parse_step_time(
+                p["metadata"]["annotations"][STEP_TIME_ANNOTATION]
+            )
+            for p in job_pods(fleet).values()
+            if STEP_TIME_ANNOTATION in p["metadata"]["annotations"]
+        }
+
+    first = await assert_eventually(lambda: asyncio.to_thread(step_times), lambda t: len(t) == 3)
+    assert {node: t.seconds for node, t in first.items()} == {
+        "h100-0000": 1.0,
+        "h100-0001": 1.34,
+        "h100-0002": 1.0,
+    }
+    later = await assert_eventually(
+        lambda: asyncio.to_thread(step_times),
+        lambda t: all(t[n].step > first[n].step for n in t),
+    )
+    step = later["h100-0001"]
+    assert 1 <= step.steps <= step.step + 1
+    assert conditions(fleet, "h100-0001")["GpuDegraded"]["status"] == "False"
+    assert slow.attempt is not None
+    assert slow.attempt.rate == pytest.approx(1 / 1.34)
+    assert all(
+        STEP_TIME_ANNOTATION not in p["metadata"]["annotations"]
+        for p in job_pods(fleet).values()
+        if p["spec"]["nodeName"].startswith("p5")
+    )
+    fleet.clear_faults("h100-0001", fleet.active_faults("h100-0001"), reason="test")
+    back = await assert_eventually(
+        lambda: asyncio.to_thread(step_times), lambda t: t["h100-0001"].seconds == 1.0
+    )
+    assert {t.seconds for t in back.values()} == {1.0}
