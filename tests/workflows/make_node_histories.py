@@ -23,7 +23,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Updates
-from gpu_remediation.models import EfaEvidence, FaultClass, Rung
+from gpu_remediation.models import EfaEvidence, FaultClass, Rung, StragglerEvidence
 from gpu_remediation.temporal_setup import register_search_attributes, time_skipping_server_path
 from gpu_remediation.workflow_models import (
     AbortInput,
@@ -181,6 +181,25 @@ async def continued_in_hold(c: Cluster) -> NodeHandle:
     return handle
 
 
+async def straggler_never_idle(c: Cluster) -> NodeHandle:
+    """A job's straggler report on a node that never goes idle: given back untouched."""
+    c.fleet.node_jobs = [on_node(job(supported=False))]
+    report = StragglerEvidence(
+        observed_at=datetime.now(UTC),
+        source="straggler-detector",
+        job="ml/llm",
+        pod="ml/llm-2",
+        slower_by=0.3,
+        steps=400,
+        gang=4,
+    )
+    pol = policy()
+    short = pol.model_copy(
+        update={"jobs": pol.jobs.model_copy(update={"max_defer": timedelta(hours=1)})}
+    )
+    return await c.report("gpu-h14", report, pol=short)
+
+
 SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "reboot_repairs": reboot_repairs,
     "climbs_to_replacement": climbs_to_replacement,
@@ -195,6 +214,7 @@ SCENARIOS: dict[str, Callable[[Cluster], Awaitable[NodeHandle]]] = {
     "efa_link_verified": efa_link_verified,
     "dead_host_climbs": dead_host_climbs,
     "continued_in_hold": continued_in_hold,
+    "straggler_never_idle": straggler_never_idle,
 }
 
 
