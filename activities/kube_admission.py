@@ -26,7 +26,6 @@ from activities.admission_nccl import NcclJobs
 from activities.kubernetes import CONFLICT_RETRIES, api_error, call_api, node_ready
 from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation import admission_models as a
-from gpu_remediation import catalog
 from gpu_remediation.ids import ADMITTED_BOOT_ANNOTATION, Activities
 from gpu_remediation.models import ConditionEvidence, Evidence
 from gpu_remediation.npd_message import parse_condition_message
@@ -112,40 +111,45 @@ class KubeAdmissionActivities:
 
     @activity.defn(name=Activities.CHECK_EFA)
     async def check_efa(self, input: a.CheckEfaInput) -> a.CheckEfaResult:
-        """Read the node agent's EFA verdict for the node (its ``EfaHealthProblem`` condition).
+        """Read the node agent's EFA verdict for the node (``input.conditions``, all healthy).
 
-        The agent checks device count, provider and link every 30 s; a
+        The agent checks device count, provider and link (``EfaHealthProblem``)
+        and the ports' rate and error counters (``EfaDegraded``) every 30 s; a
         problem's findings come back as evidence.
         """
         node = await call_api(self._core.read_node, input.node, missing_ok=True)
         if node is None:
             raise ApplicationError(f"node {input.node} is gone", type="NodeNotFound")
         conditions = (node.status.conditions or []) if node.status else []
-        efa = next((c for c in conditions if c.type == catalog.NPD_EFA_CONDITION), None)
-        if efa is None:
+        by_type = {c.type: c for c in conditions}
+        missing = [t for t in input.conditions if t not in by_type]
+        if missing:
             return a.CheckEfaResult(
-                passed=False, reported=False, summary="the node agent has not reported EFA yet"
+                passed=False,
+                reported=False,
+                summary=f"the node agent has not reported {', '.join(missing)} yet",
             )
-        if efa.status != "True":
-            return a.CheckEfaResult(passed=True, reported=True, summary="EFA healthy")
-        message = (efa.message or "")[:4096]
         now = datetime.now(UTC)
-        evidence: list[Evidence] = list(
-            parse_condition_message(message, observed_at=now, source="node-admission")
-        )
-        if not evidence:
-            evidence = [
+        problems = [by_type[t] for t in input.conditions if by_type[t].status == "True"]
+        if not problems:
+            return a.CheckEfaResult(passed=True, reported=True, summary="EFA healthy")
+        evidence: list[Evidence] = []
+        for condition in problems:
+            message = (condition.message or "")[:4096]
+            found = list(parse_condition_message(message, observed_at=now, source="node-admission"))
+            evidence += found or [
                 ConditionEvidence(
                     observed_at=now,
                     source="node-admission",
-                    type=catalog.NPD_EFA_CONDITION,
+                    type=condition.type,
                     status="True",
-                    reason=(efa.reason or "")[:1024],
+                    reason=(condition.reason or "")[:1024],
                     message=message,
                 )
             ]
+        summary = "; ".join(f"{c.type}: {c.message or c.reason or ''}" for c in problems)
         return a.CheckEfaResult(
-            passed=False, reported=True, summary=message[:2048], evidence=evidence[:256]
+            passed=False, reported=True, summary=summary[:2048], evidence=evidence[:256]
         )
 
     @activity.defn(name=Activities.RUN_NCCL_CHECK)

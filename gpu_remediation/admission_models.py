@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from gpu_remediation.catalog import NPD_EFA_CONDITION
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID, STARTUP_TAINT_KEY
 from gpu_remediation.models import Evidence, Model, NodeName
 from gpu_remediation.policy import Policy
@@ -176,6 +177,14 @@ class AdmitNodeResult(Model):
 
 class CheckEfaInput(AdmissionNodeInput):
     """Read the node agent's EFA verdict (EfaHealthProblem condition) for this boot."""
+
+    conditions: list[str] = Field(
+        default_factory=lambda: [NPD_EFA_CONDITION],
+        min_length=1,
+        max_length=4,
+        description="The agent's conditions that must all be healthy (a slow port's step is "
+        "verified by EfaDegraded too); absent in older histories.",
+    )
 
 
 class CheckEfaResult(Model):

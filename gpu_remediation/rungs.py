@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from gpu_remediation.catalog import NPD_EFA_CONDITION, NPD_EFA_DEGRADED_CONDITION
 from gpu_remediation.models import FaultClass, Outcome, Rung
 
 
@@ -176,6 +177,19 @@ COMPONENT_OF: dict[FaultClass, Component] = {
     FaultClass.EFA_DEGRADED: Component.EFA,
     FaultClass.NODE_NOT_READY: Component.HOST,
 }
+
+
+# The node agent's conditions an EFA check reads: all must be healthy. A slow port
+# (EfaDegraded) is not seen by the health check (EfaHealthProblem: devices, provider,
+# link), so a step for it is verified by both.
+EFA_CONDITIONS_OF: dict[FaultClass, tuple[str, ...]] = {
+    FaultClass.EFA_DEGRADED: (NPD_EFA_CONDITION, NPD_EFA_DEGRADED_CONDITION),
+}
+
+
+def efa_conditions(fault: FaultClass | None) -> tuple[str, ...]:
+    """The agent's conditions whose health verifies a step against ``fault`` (EFA faults)."""
+    return EFA_CONDITIONS_OF.get(fault, (NPD_EFA_CONDITION,)) if fault else (NPD_EFA_CONDITION,)
 
 
 class UnknownRungError(LookupError):

@@ -257,15 +257,19 @@ class NodeActions:
             window=verification.timeout,
         )
 
-    async def check_efa(self) -> a.CheckEfaResult:
-        """Read the node agent's EFA verdict (its EfaHealthProblem condition).
+    async def check_efa(self, conditions: tuple[str, ...]) -> a.CheckEfaResult:
+        """Read the node agent's EFA verdict (``conditions``, all healthy).
 
         A read: the verification's window is the workflow's loop around it.
         """
         return await self._rung_call(
             Rung.DIAGNOSE,
             Activities.CHECK_EFA,
-            a.CheckEfaInput(node=self._node, admission_id=workflow.info().workflow_id),
+            a.CheckEfaInput(
+                node=self._node,
+                admission_id=workflow.info().workflow_id,
+                conditions=list(conditions),
+            ),
             a.CheckEfaResult,
             "the node agent's EFA checks",
         )

@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         Verification,
         can_fix,
         check_for,
+        efa_conditions,
         rung_spec,
     )
     from gpu_remediation.search_attributes import (
@@ -1572,7 +1573,7 @@ class NodeRemediationWorkflow:
             )
         deadline = workflow.now() + verification.timeout
         while True:
-            result = await self._actions.check_efa()
+            result = await self._actions.check_efa(efa_conditions(self._fault))
             if result.reported or workflow.now() >= deadline:
                 summary = result.summary or ("EFA healthy" if result.passed else "EFA not reported")
                 return result.passed and result.reported, summary, list(result.evidence)

@@ -11,7 +11,9 @@ node-condition watcher watches, as the project's NPD health plugin does:
 - ``GpuDegraded`` True (``GpuDegradationDetected``) while a GPU works but slows
   its job (issue 37), with the message the agent's ``gpu-degraded`` check writes
   (``agent.findings.degraded_text``: ``Degraded on GPU 2 (0000:53:00.0)
-  [pcie_width]: x8, expected x16 (10+ cycles)``);
+  [pcie_width]: x8, expected x16 (2+ cycles)``), and ``EfaDegraded``
+  (``EfaDegradationDetected``) likewise for a slow EFA port (``efa-degraded``);
+  a slowdown none of the agent's signals shows (``gpu_slow``) writes neither;
 - each False with NPD's default reasons when healthy (as ``deploy/npd`` configures them).
 
 NPD runs its plugin every ``npd_interval``: a fault shows at the node's next
@@ -62,10 +64,15 @@ DEGRADED_HEALTHY: Condition = (
     "GpuNotDegraded",
     "PCIe links at their maximum and no sustained hardware or thermal clock slowdown",
 )
+EFA_DEGRADED_HEALTHY: Condition = (
+    "False",
+    "EfaNotDegraded",
+    "EFA ports at their expected rate and no error counter rising",
+)
+EFA_DEGRADED_REASON = "EfaDegradationDetected"
+EFA_COUNTER_SPAN_S = 300
+"""The agent's default span a counter's rate must hold (``efa_degraded_counter_min_span``)."""
 DEGRADED_REASON = "GpuDegradationDetected"
-DEGRADED_CYCLES = 2
-"""The agent's default consecutive readings before a narrow PCIe link is reported
-(``degraded_pcie_cycles``)."""
 MAX_OUTPUT_LENGTH = 1024
 """NPD's ``max_output_length``: the agent fits its message into it."""
 READY: Condition = ("True", "KubeletReady", "kubelet is posting ready status")
@@ -124,18 +131,40 @@ def degraded_condition(node: NodeState) -> Condition:
                 source="nvidia-smi",
                 gpu_index=f.gpu,
                 pci_bus=kernel_bus(f.gpu),
-                what="pcie_width",
-                observed="x8",
-                expected="x16",
-                text=f"{DEGRADED_CYCLES}+ cycles",
+                what=signal[0],
+                observed=signal[1],
+                expected=signal[2],
+                text=f"{signal[3]}+ cycles",
             )
         )
         for f in node.faults
-        if f.info.degrades and f.info.agent_sees_slowdown and f.gpu is not None
+        if (signal := f.info.agent_signal) is not None and f.gpu is not None
     ]
     if not lines:
         return DEGRADED_HEALTHY
     return ("True", DEGRADED_REASON, "; ".join(lines)[:MAX_OUTPUT_LENGTH])
+
+
+def efa_degraded_condition(node: NodeState) -> Condition:
+    """What the EFA degradation plugin reports for ``node``'s true state."""
+    lines = [
+        degraded_text(
+            Problem(
+                kind="degraded",
+                source="efa-sysfs",
+                device=EFA_DEVICE,
+                what=signal[0],
+                observed=signal[1],
+                expected=signal[2],
+                text=f"over {EFA_COUNTER_SPAN_S}+ s",
+            )
+        )
+        for f in node.faults
+        if (signal := f.info.agent_signal) is not None and f.gpu is None
+    ]
+    if not lines:
+        return EFA_DEGRADED_HEALTHY
+    return ("True", EFA_DEGRADED_REASON, "; ".join(lines)[:MAX_OUTPUT_LENGTH])
 
 
 def efa_condition(node: NodeState) -> Condition:
@@ -180,6 +209,7 @@ class NodeAgent:
                 return
             gpu, efa = gpu_condition(node), efa_condition(node)
             degraded = degraded_condition(node)
+            efa_degraded = efa_degraded_condition(node)
             allocatable = node.healthy_gpus()
             if allocatable == node.written_allocatable:
                 allocatable = -1
@@ -195,6 +225,9 @@ class NodeAgent:
             if degraded != node.written_degraded:
                 writes.append((catalog.NPD_GPU_DEGRADED_CONDITION, degraded))
                 node.written_degraded = degraded
+            if efa_degraded != node.written_efa_degraded:
+                writes.append((catalog.NPD_EFA_DEGRADED_CONDITION, efa_degraded))
+                node.written_efa_degraded = efa_degraded
         for type_, (status, reason, message) in writes:
             self._write(name, type_, status, reason, message)
         if allocatable >= 0:

@@ -67,6 +67,8 @@ class FaultKind(StrEnum):
     NETWORK_OUTAGE = "network_outage"
     GPU_DEGRADED = "gpu_degraded"
     GPU_SLOW = "gpu_slow"
+    GPU_THROTTLED = "gpu_throttled"
+    EFA_DEGRADED = "efa_degraded"
 
 
 Scope = Literal["gpu", "node"]
@@ -98,9 +100,11 @@ class FaultInfo:
             runs this many times slower (every rank waits for the slowest); 1.0 for
             a fault that does not slow a job it leaves running. The diagnostic's
             level-3 targeted stress test fails on such a GPU.
-        agent_sees_slowdown: The node agent's gpu-degraded check reads the slowdown's
-            cause (a downtrained PCIe link); False for a slowdown none of its signals
-            shows, which only the job's step times reveal.
+        agent_signal: What the node agent's degradation checks read of a slowdown:
+            ``(what, observed, expected, cycles)`` of its finding (``gpu-degraded`` for
+            a GPU fault, ``efa-degraded`` for a node's EFA), reported after that many
+            consecutive cycles; None for a slowdown none of its signals shows, which
+            only the job's step times reveal.
     """
 
     kind: FaultKind
@@ -119,7 +123,7 @@ class FaultInfo:
     interrupts_jobs: bool = True
     clears_after: str | None = None
     slowdown: float = 1.0
-    agent_sees_slowdown: bool = True
+    agent_signal: tuple[str, str, str, int] | None = None
 
     @property
     def degrades(self) -> bool:
@@ -249,6 +253,21 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             action="PCIe link width x8, expected x16",
             interrupts_jobs=False,
             slowdown=1.34,
+            agent_signal=("pcie_width", "x8", "x16", 2),
+        ),
+        # Slow, throttled (issue 37): the GPU's HW Thermal Slowdown clock-event reason
+        # stays Active (cooling or a sensor; NVML: the clocks cut by half or more), which
+        # the agent's gpu-degraded check reports after its 10 cycles. The gang's
+        # slowdown is Falcon's 1.34x, as above (the real one depends on how far the
+        # clocks drop); that a GPU reset clears it is an assumption.
+        FaultInfo(
+            K.GPU_THROTTLED,
+            "gpu",
+            Fix.RESET,
+            action="HW Thermal Slowdown active",
+            interrupts_jobs=False,
+            slowdown=1.34,
+            agent_signal=("clock_event:hw_thermal_slowdown", "Active", "Not Active", 10),
         ),
         # Slow, and silent (issue 37): a GPU as slow as above whose cause none of the
         # agent's signals shows (no downtrained link, no clock-event reason): only the
@@ -263,7 +282,6 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             action="slower than its peers, no signal of the agent's shows it",
             interrupts_jobs=False,
             slowdown=1.34,
-            agent_sees_slowdown=False,
         ),
         # A spurious report: the hardware is healthy, diagnostics pass.
         FaultInfo(
@@ -290,6 +308,20 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             Fix.REPLACE,
             efa_check="device_count",
             action="expected 32 EFA devices, found 31",
+        ),
+        # Slow, on the network (issue 37): an EFA port whose retransmit timeouts keep
+        # rising (a marginal cable or switch port), which the agent's efa-degraded check
+        # reports once the rate held over its 300 s span. Collectives slow the whole
+        # gang: Falcon's 1.34x again (an assumption for the network). That a reboot
+        # retrains the link, as for a link down, is an assumption.
+        FaultInfo(
+            K.EFA_DEGRADED,
+            "node",
+            Fix.REBOOT,
+            action="EFA retransmit timeouts rising",
+            interrupts_jobs=False,
+            slowdown=1.34,
+            agent_signal=("efa_counter:retrans_timeout_events", "1+/min", "under 1/min", 10),
         ),
         # Unplanned host maintenance / a hung kernel: the kubelet stops, a reboot helps.
         FaultInfo(K.HOST_HANG, "node", Fix.REBOOT, kubelet_down=True, action="host hung"),

@@ -16,7 +16,13 @@ from typing import Any
 
 from gpu_remediation import catalog
 from gpu_remediation.ids import STARTUP_TAINT_KEY
-from simulator.fleet.agent import DEGRADED_HEALTHY, EFA_HEALTHY, GPU_HEALTHY, READY
+from simulator.fleet.agent import (
+    DEGRADED_HEALTHY,
+    EFA_DEGRADED_HEALTHY,
+    EFA_HEALTHY,
+    GPU_HEALTHY,
+    READY,
+)
 from simulator.fleet.config import PoolSpec
 from simulator.fleet.injector import Slots
 from simulator.fleet.model import NodeState, Phase
@@ -158,6 +164,7 @@ class Inventory:
                 written_gpu=GPU_HEALTHY,
                 written_efa=EFA_HEALTHY,
                 written_degraded=DEGRADED_HEALTHY,
+                written_efa_degraded=EFA_DEGRADED_HEALTHY,
                 written_ready=READY,
                 written_allocatable=pool.gpus_per_node,
             )
@@ -180,6 +187,7 @@ class Inventory:
                 (catalog.NPD_GPU_CONDITION, GPU_HEALTHY),
                 (catalog.NPD_EFA_CONDITION, EFA_HEALTHY),
                 (catalog.NPD_GPU_DEGRADED_CONDITION, DEGRADED_HEALTHY),
+                (catalog.NPD_EFA_DEGRADED_CONDITION, EFA_DEGRADED_HEALTHY),
             )
         ]
         fleet.store.put_node(

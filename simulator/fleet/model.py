@@ -78,6 +78,7 @@ class NodeState:
     written_gpu: tuple[str, str, str] | None = None
     written_efa: tuple[str, str, str] | None = None
     written_degraded: tuple[str, str, str] | None = None
+    written_efa_degraded: tuple[str, str, str] | None = None
     written_ready: tuple[str, str, str] | None = None
     written_allocatable: int = 8
     """``nvidia.com/gpu`` allocatable as last written (the device plugin's healthy GPUs)."""

@@ -94,6 +94,7 @@ class Reboots:
                 node.boot_id = str(uuid.UUID(int=fleet.rng.getrandbits(128), version=4))
                 # The restarted Node Problem Detector reports afresh.
                 node.written_gpu = node.written_efa = node.written_degraded = None
+                node.written_efa_degraded = None
             boot_id = node.boot_id
         log.info("%s %s", name, "back from reboot" if booted else "did not come back")
         if booted:

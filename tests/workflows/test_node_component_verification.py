@@ -6,7 +6,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation import admission_models as a
 from gpu_remediation.ids import Activities as A
-from gpu_remediation.models import EfaEvidence, FaultClass, Outcome, Rung
+from gpu_remediation.models import ConditionEvidence, EfaEvidence, FaultClass, Outcome, Rung
 from gpu_remediation.policy import Policy
 from tests.doubles import FakeFleet
 from tests.workflows.node_support import cluster, policy, with_fault_class, xid
@@ -119,3 +119,39 @@ async def test_a_pool_without_an_override_keeps_the_gpu_reset(
         result = await handle.result()
     assert fleet.called(A.RESET_GPUS) == 1
     assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.GPU_RESET]
+
+
+async def test_a_slow_efa_port_s_step_is_verified_by_the_degradation_check_too(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # Issue 37: EfaHealthProblem (devices, provider, link) never shows a slow port, so
+    # verifying the reboot by it alone would release a port still slow.
+    still_slow = a.CheckEfaResult(
+        passed=False,
+        reported=True,
+        summary="EfaDegraded: Degraded on EFA rdmap113s0 [efa_port_rate]",
+        evidence=[slow_port()],
+    )
+    fleet = FakeFleet(efa_checks=[still_slow])
+    pol = with_fault_class(policy(), FaultClass.EFA_DEGRADED, grace=timedelta(0))
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-e9", slow_port(), pol=pol)
+        result = await handle.result()
+    checks = [arg for name, arg in fleet.calls if name == A.CHECK_EFA]
+    assert [check.conditions for check in checks] == [  # type: ignore[attr-defined]
+        ["EfaHealthProblem", "EfaDegraded"]
+    ] * len(checks)
+    # The reboot's check still saw the slow port: the ladder climbed to a replacement.
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.REBOOT, Rung.REPLACE]
+    assert result.outcome == Outcome.REPLACED
+
+
+def slow_port() -> ConditionEvidence:
+    return ConditionEvidence(
+        observed_at=datetime.now(UTC),
+        source="watcher",
+        type="EfaDegraded",
+        status="True",
+        reason="EfaDegradationDetected",
+        message="Degraded on EFA rdmap113s0 [efa_port_rate]: 100 Gb/sec, expected 400 Gb/sec",
+    )

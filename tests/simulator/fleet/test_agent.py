@@ -9,13 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from gpu_remediation import catalog
-from gpu_remediation.models import EfaEvidence, XidEvidence
+from gpu_remediation.admission_models import CheckEfaInput
+from gpu_remediation.classifier import classify
+from gpu_remediation.models import ConditionEvidence, EfaEvidence, FaultClass, XidEvidence
 from gpu_remediation.npd_message import NPD_EFA_REASON, NPD_GPU_REASON, parse_condition_message
+from gpu_remediation.policy_loader import load_policy
+from gpu_remediation.rungs import efa_conditions
 from simulator.fleet import Fleet
-from simulator.fleet.agent import EFA_HEALTHY, GPU_HEALTHY, MAX_OUTPUT_LENGTH
+from simulator.fleet.agent import (
+    DEGRADED_HEALTHY,
+    EFA_DEGRADED_HEALTHY,
+    EFA_HEALTHY,
+    GPU_HEALTHY,
+    MAX_OUTPUT_LENGTH,
+    degraded_condition,
+    efa_degraded_condition,
+)
 from simulator.kube_api import NODES
 from tests.conftest import assert_eventually
-from tests.simulator.fleet.conftest import conditions
+from tests.simulator.fleet.conftest import Real, conditions
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -110,3 +122,47 @@ async def test_the_device_plugin_stops_offering_a_broken_gpu(fleet: Fleet) -> No
         lambda: asyncio.to_thread(allocatable_gpus, fleet, "h100-0001"),
         lambda gpus: gpus == "8",
     )
+
+
+async def test_slow_faults_show_as_the_agent_s_degradation_findings_or_not_at_all(
+    fleet: Fleet, real: Real
+) -> None:
+    # Issue 37: a throttled GPU in GpuDegraded, a slow EFA port in EfaDegraded, each in
+    # the agent's grammar and classed from it; a silent slow GPU in neither.
+    fleet.inject("gpu_throttled", "h100-0001", gpu=6)
+    fleet.inject("efa_degraded", "p5-0001")
+    fleet.inject("gpu_slow", "h100-0000", gpu=2)
+    gpu = await eventually_condition(fleet, "h100-0001", "GpuDegraded", "True")
+    assert (
+        "[clock_event:hw_thermal_slowdown]: Active, expected Not Active (10+ cycles)"
+        in (gpu["message"])
+    )
+    efa = await eventually_condition(fleet, "p5-0001", "EfaDegraded", "True")
+    assert efa["reason"] == "EfaDegradationDetected"
+    assert efa["message"].startswith(
+        "Degraded on EFA rdmap113s0 [efa_counter:retrans_timeout_events]: 1+/min"
+    )
+    policy = load_policy()
+    for node, type_, found in (("h100-0001", "GpuDegraded", gpu), ("p5-0001", "EfaDegraded", efa)):
+        evidence = ConditionEvidence(
+            observed_at=datetime.now(UTC),
+            source="t",
+            type=type_,
+            status="True",
+            reason=found["reason"],
+            message=found["message"],
+        )
+        expected = FaultClass.GPU_DEGRADED if type_ == "GpuDegraded" else FaultClass.EFA_DEGRADED
+        assert classify([evidence], policy).fault_class == expected, node
+    # The silent one: what the agent would write for its true state is healthy.
+    silent = fleet.nodes["h100-0000"]
+    assert [f.kind.value for f in silent.faults] == ["gpu_slow"]
+    assert degraded_condition(silent) == DEGRADED_HEALTHY
+    assert efa_degraded_condition(silent) == EFA_DEGRADED_HEALTHY
+    # The EFA check that verifies a step for a slow port reads EfaDegraded too.
+    health_only = CheckEfaInput(node="p5-0001", admission_id="t")
+    both = health_only.model_copy(update={"conditions": efa_conditions(FaultClass.EFA_DEGRADED)})
+    assert (await real.run("check_efa", health_only)).passed
+    verdict = await real.run("check_efa", both)
+    assert (verdict.passed, verdict.reported) == (False, True)
+    assert classify(verdict.evidence, policy).fault_class == FaultClass.EFA_DEGRADED
