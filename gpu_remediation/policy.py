@@ -454,9 +454,9 @@ class StragglerPolicy(PolicyModel):
     Jobs that opt in write each pod's mean time per training step on the pod
     (docs/checkpoint-contract.md, "Step times"); the checkpoint relay compares
     each report with the median of its gang's fresh reports. The approach is
-    the one of the straggler studies (Falcon, arXiv 2410.12588; Greyhound,
-    USENIX ATC '25): compare a rank with its peers, and want it slow for a
-    while, not one step. The defaults are assumptions, not measured values.
+    the one of the straggler studies (Falcon, arXiv 2410.12588, published as
+    Greyhound, USENIX ATC '25): compare a rank with its peers, and want it slow
+    for a while, not one step. The defaults are assumptions, not measured values.
     """
 
     enabled: bool = Field(
@@ -468,7 +468,8 @@ class StragglerPolicy(PolicyModel):
         gt=0,
         le=10,
         description="Slow means a step time above the gang's median times (1 + margin). "
-        "Assumption: above run-to-run step jitter, below the 1.34x Falcon measured.",
+        "Assumption: above run-to-run step jitter, below the 1.34x average delay that "
+        "Falcon/Greyhound measured for jobs under fail-slows.",
     )
     min_steps: int = Field(
         default=200,

@@ -3,7 +3,7 @@
 Pure logic, no I/O and no clock of its own: the checkpoint relay
 (``triggers.checkpoint_relay``) feeds it every pod it sees, with "now", and
 delivers what it answers through the watcher's outbox. The approach is the one
-of the straggler studies (Falcon, arXiv 2410.12588; Greyhound, USENIX ATC '25):
+of the straggler studies (Falcon, arXiv 2410.12588, published as Greyhound, USENIX ATC '25):
 compare each rank with its peers in the same job, and want it slow for a while.
 
 The rules (also in docs/architecture.md, "Stragglers"):

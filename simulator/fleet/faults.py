@@ -48,6 +48,14 @@ class Fix(StrEnum):
     clears it; it clears when the outside heals (the scenario's ``clears_after``)."""
 
 
+SLOW_GANG = 1.34
+"""How many times slower a gang runs with a rank on a slow node: an assumption, of the
+size of the average delay that fail-slows caused large training jobs on a 10,000-GPU
+production cluster (1.34x; Wu et al., "Falcon", arXiv 2410.12588, published as
+"Greyhound", USENIX ATC '25). That figure is an average over jobs, not one straggler's
+effect; the real slowdown varies with the cause."""
+
+
 class FaultKind(StrEnum):
     """The faults the simulated hardware can have."""
 
@@ -242,31 +250,32 @@ FAULTS: dict[FaultKind, FaultInfo] = {
         ),
         # Slow, not dead (issue 37): a GPU whose PCIe link trained below its width
         # (the node agent's gpu-degraded check, condition GpuDegraded). The node
-        # stays Ready and the job runs on, slower. The slowdown is Falcon's measured
-        # 1.34x for a gang with a slow node (arXiv 2410.12588); that a GPU reset
-        # retrains the link is an assumption. The level-3 diagnostic's targeted stress
-        # test fails on it until then.
+        # stays Ready and the job runs on, slower. SLOW_GANG (1.34x) is an assumption
+        # of the size Falcon/Greyhound measured (below); that a GPU reset retrains the
+        # link is an assumption. The level-3 diagnostic's targeted stress test fails on
+        # it until then. Greyhound also found fail-slows transient (sub-minutes to
+        # nearly ten hours); these faults last until a step clears them.
         FaultInfo(
             K.GPU_DEGRADED,
             "gpu",
             Fix.RESET,
             action="PCIe link width x8, expected x16",
             interrupts_jobs=False,
-            slowdown=1.34,
+            slowdown=SLOW_GANG,
             agent_signal=("pcie_width", "x8", "x16", 2),
         ),
         # Slow, throttled (issue 37): the GPU's HW Thermal Slowdown clock-event reason
         # stays Active (cooling or a sensor; NVML: the clocks cut by half or more), which
-        # the agent's gpu-degraded check reports after its 10 cycles. The gang's
-        # slowdown is Falcon's 1.34x, as above (the real one depends on how far the
-        # clocks drop); that a GPU reset clears it is an assumption.
+        # the agent's gpu-degraded check reports after its 10 cycles. SLOW_GANG again
+        # (the real slowdown depends on how far the clocks drop); that a GPU reset
+        # clears it is an assumption.
         FaultInfo(
             K.GPU_THROTTLED,
             "gpu",
             Fix.RESET,
             action="HW Thermal Slowdown active",
             interrupts_jobs=False,
-            slowdown=1.34,
+            slowdown=SLOW_GANG,
             agent_signal=("clock_event:hw_thermal_slowdown", "Active", "Not Active", 10),
         ),
         # Slow, and silent (issue 37): a GPU as slow as above whose cause none of the
@@ -281,7 +290,7 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             Fix.RESET,
             action="slower than its peers, no signal of the agent's shows it",
             interrupts_jobs=False,
-            slowdown=1.34,
+            slowdown=SLOW_GANG,
         ),
         # A spurious report: the hardware is healthy, diagnostics pass.
         FaultInfo(
@@ -312,15 +321,15 @@ FAULTS: dict[FaultKind, FaultInfo] = {
         # Slow, on the network (issue 37): an EFA port whose retransmit timeouts keep
         # rising (a marginal cable or switch port), which the agent's efa-degraded check
         # reports once the rate held over its 300 s span. Collectives slow the whole
-        # gang: Falcon's 1.34x again (an assumption for the network). That a reboot
-        # retrains the link, as for a link down, is an assumption.
+        # gang: SLOW_GANG again. That a reboot retrains the link, as for a link down,
+        # is an assumption.
         FaultInfo(
             K.EFA_DEGRADED,
             "node",
             Fix.REBOOT,
             action="EFA retransmit timeouts rising",
             interrupts_jobs=False,
-            slowdown=1.34,
+            slowdown=SLOW_GANG,
             agent_signal=("efa_counter:retrans_timeout_events", "1+/min", "under 1/min", 10),
         ),
         # Unplanned host maintenance / a hung kernel: the kubelet stops, a reboot helps.
