@@ -61,6 +61,7 @@ from gpu_remediation.policy_loader import PolicyError, load_policy
 from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.ui_link import INCIDENT_COLUMNS, incidents_url
 from simulator.fleet import (
+    FAULTS,
     FaultMix,
     FleetConfig,
     Scenario,
@@ -74,6 +75,9 @@ log = logging.getLogger("gpu_remediation.demo")
 
 DEFAULT_SCENARIO = "default.yaml"
 DEFAULT_SCENARIO_DURATION = timedelta(minutes=18)
+STEP_TIMES = timedelta(minutes=5)
+"""How often a slowed job's pods write their step times in a run with slow faults (the
+default scenario's short jobs write every 30 s)."""
 SCENARIO_TAIL = timedelta(minutes=15)
 """After a scenario's last event, time for its incidents (a replacement takes ~6 simulated min)."""
 MIX_ONLY_DURATION = timedelta(hours=1)
@@ -140,6 +144,14 @@ def _fault_mix(name: str, multiplier: float) -> FaultMix | None:
     return base.model_copy(update={"multiplier": base.multiplier * multiplier})
 
 
+def _can_slow(mix: FaultMix | None, scenario: Scenario | None) -> bool:
+    """Whether a fault of the mix or scenario leaves a node working, slower."""
+    kinds = {e.fault for e in scenario.events} if scenario is not None else set()
+    if mix is not None:
+        kinds |= {k for k, rate in (mix.rates | mix.extra_rates).items() if rate > 0}
+    return any(FAULTS[kind].degrades for kind in kinds)
+
+
 def fleet_config(options: DemoOptions) -> tuple[FleetConfig, timedelta]:
     """The fleet to simulate and the run's simulated duration.
 
@@ -164,7 +176,7 @@ def fleet_config(options: DemoOptions) -> tuple[FleetConfig, timedelta]:
             seed=options.seed,
             scenario=scenario,
             fault_mix=mix,
-            workloads=_workloads(options),
+            workloads=_workloads(options, mix, scenario),
             # Issue 20: the NodePools carry the startup taint; in the default
             # scenario the first node Karpenter launches is dead on arrival.
             admission=AdmissionSimConfig(
@@ -187,17 +199,21 @@ def fleet_config(options: DemoOptions) -> tuple[FleetConfig, timedelta]:
     return config, duration
 
 
-def _workloads(options: DemoOptions) -> WorkloadConfig | None:
+def _workloads(
+    options: DemoOptions, mix: FaultMix | None, scenario: Scenario | None
+) -> WorkloadConfig | None:
     """The training jobs: the fleet's 6-hour jobs, short ones for the default scenario.
 
     The default scenario's jobs are short so that runs finish (and a drained job
     completes elsewhere, resuming from the checkpoint it saved for the drain) within
-    its 18 simulated minutes.
+    its 18 simulated minutes. Jobs write their step times (``STEP_TIMES``) whenever a
+    fault of the run can slow a node, as a job with the checkpoint helper may.
     """
     if not options.workloads:
         return None
     if options.scenario is not None or options.fault_mix is not None:
-        return WorkloadConfig(job_nodes=options.job_nodes)
+        slow = _can_slow(mix, scenario)
+        return WorkloadConfig(job_nodes=options.job_nodes, step_times=STEP_TIMES if slow else None)
     return WorkloadConfig(
         job_nodes=options.job_nodes,
         job_duration=timedelta(minutes=6),

@@ -50,7 +50,13 @@ def timeline(config: FleetConfig, duration: timedelta) -> Timeline:
     """Describe the plan; equal plans give equal digests."""
     faults = planned_faults(config, duration)
     nodes = config.total_nodes
-    rows = [(round(f.at, 6), f.kind.value, slot_of(f, nodes), round(f.gpu_draw, 9)) for f in faults]
+    rows = [
+        # A fault's duration joins its row only when the mix draws one: older plans keep
+        # their digests.
+        (round(f.at, 6), f.kind.value, slot_of(f, nodes), round(f.gpu_draw, 9))
+        + (() if f.lasts is None else (round(f.lasts, 3),))
+        for f in faults
+    ]
     scripted = config.scenario.events if config.scenario is not None else []
     payload = json.dumps(
         {"mix": rows, "scenario": [e.model_dump(mode="json") for e in scripted]}, sort_keys=True

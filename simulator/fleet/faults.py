@@ -15,6 +15,7 @@ days; gpu-faults.md section 7), each cause mapped to the kinds below.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
@@ -427,26 +428,56 @@ class LemonModel(_Strict):
     factor: float = Field(gt=1, le=1000, description="A lemon host's fault rate over the mix's.")
 
 
+class FaultDuration(_Strict):
+    """How long a kind's faults last before they clear by themselves: log-uniform in a range.
+
+    For faults that come and go, such as fail-slows, which lasted from under a minute to
+    nearly ten hours on a 10,000-GPU cluster (Greyhound, USENIX ATC '25); the shape of
+    the distribution between the two is an assumption a mix file states. A step that
+    fixes the fault earlier clears it then.
+    """
+
+    shortest: Duration = Field(gt=timedelta(0))
+    longest: Duration = Field(gt=timedelta(0))
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FaultDuration:
+        if self.longest < self.shortest:
+            raise ValueError(f"longest {self.longest} is shorter than shortest {self.shortest}")
+        return self
+
+    def draw(self, rng: random.Random) -> float:
+        """Seconds, log-uniform between the two bounds."""
+        low, high = self.shortest.total_seconds(), self.longest.total_seconds()
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
 class FaultMix(_Strict):
     """Random faults: a rate per node-hour for each kind, times ``multiplier``.
 
     The default is the Llama 3 table (about one fault per 6,300 node-hours).
-    ``lemons``: hosts with more faults than the rest (off by default).
+    ``lemons``: hosts with more faults than the rest (off by default). ``extra_rates``:
+    more kinds on top of ``rates``, drawn apart so the ``rates`` plan stays the same
+    (none by default). ``lasts``: kinds whose faults clear by themselves after a drawn
+    time (none by default).
     """
 
     rates: dict[FaultKind, float] = Field(default_factory=_llama3_rates)
     multiplier: float = Field(default=1.0, ge=0)
     lemons: LemonModel | None = None
+    extra_rates: dict[FaultKind, float] = Field(default_factory=dict)
+    lasts: dict[FaultKind, FaultDuration] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _rates_not_negative(self) -> FaultMix:
-        bad = {k.value: r for k, r in self.rates.items() if r < 0 or math.isnan(r)}
-        if bad:
-            raise ValueError(f"rates must be >= 0: {bad}")
+        for name, rates in (("rates", self.rates), ("extra_rates", self.extra_rates)):
+            bad = {k.value: r for k, r in rates.items() if r < 0 or math.isnan(r)}
+            if bad:
+                raise ValueError(f"{name} must be >= 0: {bad}")
         return self
 
     def per_node_hour(self) -> float:
-        """Total faults per node-hour."""
+        """Total faults per node-hour of ``rates`` (lemons and extra rates not counted)."""
         return sum(self.rates.values()) * self.multiplier
 
     def events(self, seed: int, nodes: int) -> Iterator[PlannedFault]:
@@ -456,17 +487,28 @@ class FaultMix(_Strict):
         The node is an ordinal in [0, 1) that the fleet maps to one of its live
         nodes when the fault is due.
         """
-        base = self._stream(random.Random(seed), nodes, None)
-        if self.lemons is None:
-            yield from base
+        planned = self._stream(random.Random(seed), nodes, None)
+        if self.lemons is not None:
+            # A stream of its own (its own generator): the base plan stays what it is
+            # without lemons, and lemon hosts get the extra faults on top of it.
+            rng = random.Random(f"lemons-{seed}")
+            count = min(nodes, max(1, round(self.lemons.share * nodes)))
+            slots = sorted(rng.sample(range(nodes), count))
+            extra = self._stream(rng, nodes, slots)
+            planned = heapq.merge(planned, extra, key=lambda fault: fault.at)
+        if self.extra_rates:
+            more = FaultMix(rates=self.extra_rates, multiplier=self.multiplier)
+            added = more._stream(random.Random(f"extra-{seed}"), nodes, None)
+            planned = heapq.merge(planned, added, key=lambda fault: fault.at)
+        if not self.lasts:
+            yield from planned
             return
-        # A stream of its own (its own generator): the base plan stays what it is
-        # without lemons, and lemon hosts get the extra faults on top of it.
-        rng = random.Random(f"lemons-{seed}")
-        count = min(nodes, max(1, round(self.lemons.share * nodes)))
-        slots = sorted(rng.sample(range(nodes), count))
-        extra = self._stream(rng, nodes, slots)
-        yield from heapq.merge(base, extra, key=lambda planned: planned.at)
+        # Durations from a generator of their own, too: times, kinds and places stay
+        # the plan's without them.
+        rng = random.Random(f"lasts-{seed}")
+        for fault in planned:
+            lasts = self.lasts.get(fault.kind)
+            yield fault if lasts is None else dataclasses.replace(fault, lasts=lasts.draw(rng))
 
     def _stream(
         self, rng: random.Random, nodes: int, lemon_slots: list[int] | None
@@ -516,6 +558,9 @@ class PlannedFault:
     gpu_draw: float
     lemon: bool = False
     """One of a lemon host's extra faults: only while the slot still holds that host."""
+    lasts: float | None = None
+    """Simulated seconds after which it clears by itself (the mix's ``lasts``); None: the
+    kind's own rule."""
 
 
 # ------------------------------------------------------------------ scenario

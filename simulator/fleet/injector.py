@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 from simulator.fleet.faults import FAULTS, FaultMix, PlannedFault, Scenario, ScenarioEvent
 from simulator.fleet.model import Phase
@@ -173,7 +174,8 @@ class FaultInjector:
             if FAULTS[planned.kind].scope == "gpu":
                 gpus = fleet.node_gpus(name)
                 gpu = min(int(planned.gpu_draw * gpus), gpus - 1)
-            fleet.inject(planned.kind, name, gpu=gpu, source="mix")
+            lasts = timedelta(seconds=planned.lasts) if planned.lasts is not None else None
+            fleet.inject(planned.kind, name, gpu=gpu, source="mix", clears_after=lasts)
         finally:
             self._next_planned()
 

@@ -67,6 +67,24 @@ def test_a_fault_mix_alone_replaces_the_default_scenario(tmp_path: Path) -> None
     assert duration == timedelta(minutes=25)  # the last event + 15 minutes
 
 
+def test_jobs_write_step_times_when_a_fault_of_the_run_can_slow_a_node(tmp_path: Path) -> None:
+    # Issue 37: only the step times show a gpu_slow; without slow faults no job writes them.
+    repo = Path(__file__).resolve().parents[2]
+    slow, _ = fleet_config(options_from(fault_mix=str(repo / "bench/mixes/llama3-slow.yaml")))
+    plain, _ = fleet_config(options_from(fault_mix="llama3"))
+    assert slow.workloads is not None
+    assert plain.workloads is not None
+    assert (slow.workloads.step_times, plain.workloads.step_times) == (timedelta(minutes=5), None)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("events:\n  - {at: 10m, fault: gpu_slow}\n")
+    scripted, _ = fleet_config(options_from(scenario=scenario))
+    assert scripted.workloads is not None
+    assert scripted.workloads.step_times == timedelta(minutes=5)
+    default, _ = fleet_config(options_from())
+    assert default.workloads is not None
+    assert default.workloads.step_times == timedelta(seconds=30)
+
+
 def test_bad_options_are_refused_naming_the_problem(tmp_path: Path) -> None:
     with pytest.raises(DemoError, match="--duration"):
         options_from(duration="soon")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -117,3 +118,48 @@ def test_a_lemon_model_is_refused_when_it_makes_no_lemons_or_slows_faults() -> N
         LemonModel(share=0.1, factor=0.5)
     with pytest.raises(ValueError, match="greater than 0"):
         LemonModel(share=0, factor=3)
+
+
+def test_faults_that_last_a_drawn_time_keep_the_plan_and_stay_in_their_range(
+    tmp_path: Path,
+) -> None:
+    # Issue 37: fail-slows come and go (Greyhound: under a minute to nearly ten hours).
+    path = tmp_path / "slow.yaml"
+    path.write_text(
+        "rates: {gpu_slow: 0.01, fallen_off_bus: 0.01}\n"
+        "lasts: {gpu_slow: {shortest: 1m, longest: 10h}}\n"
+    )
+    lasting = FaultMix.load(path)
+    plain = lasting.model_copy(update={"lasts": {}})
+    planned = list(itertools.islice(lasting.events(3, 500), 400))
+    assert [dataclasses.replace(p, lasts=None) for p in planned] == list(
+        itertools.islice(plain.events(3, 500), 400)
+    )
+    slow = [p.lasts for p in planned if p.kind is FaultKind.GPU_SLOW]
+    assert all(p.lasts is None for p in planned if p.kind is FaultKind.FALLEN_OFF_BUS)
+    assert slow
+    assert all(s is not None and 60 <= s <= 36_000 for s in slow)
+    # Log-uniform: about half the draws below the range's geometric middle (~24.5 min).
+    below = sum(1 for s in slow if s is not None and s < (60 * 36_000) ** 0.5)
+    assert 0.35 < below / len(slow) < 0.65
+    assert list(itertools.islice(lasting.events(3, 500), 400)) == planned  # deterministic
+
+
+def test_a_duration_range_must_be_ordered(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("lasts: {gpu_slow: {shortest: 2h, longest: 1h}}\n")
+    with pytest.raises(ScenarioError, match="shorter than shortest"):
+        FaultMix.load(path)
+
+
+def test_extra_rates_add_faults_and_leave_the_base_plan_as_it_was() -> None:
+    base = FaultMix.llama3(multiplier=100)
+    more = base.model_copy(update={"extra_rates": {FaultKind.GPU_THROTTLED: 0.001}})
+    horizon = 3600.0 * 24 * 30
+    planned = list(itertools.takewhile(lambda p: p.at < horizon, more.events(1, 500)))
+    plain = list(itertools.takewhile(lambda p: p.at < horizon, base.events(1, 500)))
+    assert [p for p in planned if p.kind is not FaultKind.GPU_THROTTLED] == plain
+    added = [p for p in planned if p.kind is FaultKind.GPU_THROTTLED]
+    expected = 0.001 * 100 * 500 * horizon / 3600  # times the multiplier too
+    assert expected * 0.9 < len(added) < expected * 1.1
+    assert [p.at for p in planned] == sorted(p.at for p in planned)
