@@ -127,6 +127,10 @@ class DemoSummary(BaseModel):
     availability: float
     availability_healthy: float
     availability_schedulable: float
+    availability_working: float | None = None
+    """Capacity doing work (issue 36): node-seconds available *or* running a training
+    job's pod, over capacity. A quarantined node that finishes its job first, or a slow
+    one, is not available but works. None from runs before it was counted."""
     faults_injected: dict[str, int]
     reboots: int
     jobs: JobsSummary | None
@@ -355,6 +359,11 @@ def summarize(
         availability=round(snapshot.availability["available"], 6),
         availability_healthy=round(snapshot.availability["healthy"], 6),
         availability_schedulable=round(snapshot.availability["schedulable"], 6),
+        availability_working=(
+            round(snapshot.availability["working"], 6)
+            if "working" in snapshot.availability
+            else None
+        ),
         faults_injected=faults,
         reboots=counters.get("reboots", 0),
         jobs=jobs_summary(snapshot.jobs, items),
@@ -429,7 +438,12 @@ def render(summary: DemoSummary) -> RenderableType:
     facts.add_row(
         "GPU-node availability",
         f"{summary.availability:.3%} (healthy {summary.availability_healthy:.3%}, "
-        f"schedulable {summary.availability_schedulable:.3%})",
+        f"schedulable {summary.availability_schedulable:.3%})"
+        + (
+            f"; doing work {summary.availability_working:.3%}"
+            if summary.availability_working is not None
+            else ""
+        ),
     )
     if summary.jobs is not None:
         for label, text in job_lines(summary.jobs):

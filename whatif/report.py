@@ -37,6 +37,14 @@ MODELS = (
     "RMA.",
 )
 
+AVAILABILITY_NOTE = (
+    "Availability: node-seconds healthy (no fault that stops work) and schedulable (Ready, "
+    "not cordoned, not tainted) over the pools' capacity; the reference's GPU-node "
+    "availability above 99.95% is read as this. Capacity doing work: node-seconds "
+    "available or running a training job's pod; a quarantined node that finishes its job "
+    "first, or a slow node, is not available but still works."
+)
+
 DOES_NOT_MODEL = (
     "Costs (instances, RMA, people's time) and capacity shortages: a replacement always finds "
     "an instance after the launch time.",
@@ -84,6 +92,7 @@ def _table(results: list[PolicyResult]) -> str:
     headers = (
         "policy",
         "availability",
+        "capacity doing work",
         "nodes replaced",
         "reboots",
         "resets",
@@ -105,6 +114,11 @@ def _table(results: list[PolicyResult]) -> str:
         cells = (
             f"{r.name}<br><small>{html.escape(r.source)}</small>",
             f"{r.summary.availability * 100:.3f}%",
+            (
+                f"{r.summary.availability_working * 100:.3f}%"
+                if r.summary.availability_working is not None
+                else "-"
+            ),
             str(r.nodes_replaced),
             str(r.summary.reboots),
             str(data["resets"]),
@@ -291,6 +305,7 @@ worker, workflows, activities, node-condition watcher) against its own fresh sim
 fleet.</p>
 <ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
 {_table(results)}
+<p><small>{html.escape(AVAILABILITY_NOTE)}</small></p>
 {_latency_section(results)}
 {_admission_table(results)}
 {chaos_section(results)}

@@ -106,6 +106,7 @@ def table(results: list[PolicyResult], *, title: str) -> Table:
     for header in (
         "policy",
         "avail.",
+        "working",
         "replaced",
         "reboots",
         "resets",
@@ -126,6 +127,7 @@ def table(results: list[PolicyResult], *, title: str) -> Table:
         grid.add_row(
             r.name,
             _percent(s.availability),
+            _percent(s.availability_working) if s.availability_working is not None else "-",
             str(r.nodes_replaced),
             str(s.reboots),
             str(s.rung_attempts.get("gpu_reset", 0)),

@@ -84,7 +84,7 @@ class NodeState:
     """``nvidia.com/gpu`` allocatable as last written (the device plugin's healthy GPUs)."""
     job: str | None = None
     """The training job whose pod runs here."""
-    counted: tuple[bool, bool, bool] = (False, False, False)
+    counted: tuple[bool, bool, bool, bool] = (False, False, False, False)
     """(available, healthy, schedulable) as last added to the availability accounting."""
 
     @property
@@ -111,6 +111,12 @@ class NodeState:
     def available(self) -> bool:
         """Healthy and open to new work: what availability accounting counts."""
         return self.truly_healthy and self.schedulable
+
+    @property
+    def working(self) -> bool:
+        """Available, or up and running a training job's pod (issue 36's "doing work")."""
+        running = self.phase is Phase.RUNNING and self.kubelet_up and self.job is not None
+        return self.available or running
 
     def real_faults(self) -> list[ActiveFault]:
         """Faults of the hardware itself (not spurious reports, not the application's)."""

@@ -131,6 +131,10 @@ class WorkloadsFleet(FleetCore, Protocol):
     def pool(self, name: str) -> PoolSpec:
         """The pool named ``name``."""
 
+    @property
+    def accounting(self) -> Availability:
+        """Node-seconds available and doing work (a job on a node changes the latter)."""
+
 
 class InventoryFleet(FleetCore, Protocol):
     """What the node inventory needs: fresh boot ids and the availability integrals."""

@@ -225,6 +225,7 @@ class Workloads:
         )
         for name in nodes:
             fleet.nodes[name].job = job.name
+            fleet.accounting.track(fleet.nodes[name], now)  # doing work from now on
         job.attempt.rate = self._rate(job)  # placed on a slow node: slow from the start
 
     def _start(self, job: TrainingJob) -> None:
@@ -413,6 +414,7 @@ class Workloads:
                 state = fleet.nodes.get(node_name)
                 if state is not None and state.job == name:
                     state.job = None
+                    fleet.accounting.track(state, fleet.clock.now())
         for pod in pods:
             try:
                 fleet.store.delete_object(PODS, pod, self.config.namespace)
