@@ -46,6 +46,7 @@ from activities.kube_admission import KubeAdmissionActivities
 from activities.kube_jobs import JobExecutor
 from activities.kube_workloads import WorkloadActivities
 from activities.kubernetes import KubernetesActivities
+from activities.notify import HandOverNotifier
 from activities.temporal import TemporalActivities
 from activities.temporal_admission import AdmissionTemporalActivities
 from activities.world_time import REAL_TIME, TestServerTime, WorldTime
@@ -225,6 +226,7 @@ def production_activities(
         kube.record_step,
         kube.escalate,
         kube.notify_workload_owner,
+        HandOverNotifier(settings).notify_hand_over,
         kube.delete_node_claim,
         kube.wait_for_replacement,
         kube.check_breaker,

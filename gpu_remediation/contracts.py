@@ -15,6 +15,7 @@ from pydantic import Field
 
 from gpu_remediation.ids import SEMAPHORE_WORKFLOW_ID
 from gpu_remediation.models import Evidence, FaultClass, GpuIndex, Model, NodeName, Rung
+from gpu_remediation.policy import NotifyPolicy
 from gpu_remediation.workflow_models import RungAttempt
 
 QUARANTINE_TAINT_KEY = "gpu-remediation.io/quarantine"
@@ -266,6 +267,24 @@ class EscalationResult(Model):
     """Where the human can pick it up."""
 
     reference: str
+
+
+class NotifyHandOverInput(NodeInput):
+    """Tell the hand-over webhook (``escalation.notify``) a node was handed to people."""
+
+    cluster: str = Field(min_length=1, max_length=100)
+    fault_class: FaultClass
+    reason: str = Field(max_length=2048)
+    reference: str = Field(max_length=2048, description="Where the hand-over is recorded.")
+    summary: str = Field(default="", max_length=8192)
+    notify: NotifyPolicy
+
+
+class NotifyHandOverResult(Model):
+    """What the webhook answered."""
+
+    status: int = Field(description="The HTTP status of the accepted send.")
+    attempt: int = Field(ge=1, description="The activity attempt that got it through.")
 
 
 class NotifyWorkloadOwnerInput(NodeInput):

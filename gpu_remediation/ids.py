@@ -150,6 +150,7 @@ class Activities:
     CHECK_BREAKER = "check_breaker"
     ESCALATE = "escalate"
     NOTIFY_WORKLOAD_OWNER = "notify_workload_owner"
+    NOTIFY_HAND_OVER = "notify_hand_over"
     ENSURE_SEMAPHORE = "ensure_semaphore"
     LOOKUP_NODE_HISTORY = "lookup_node_history"
     COUNT_REPLACEMENTS = "count_replacements"

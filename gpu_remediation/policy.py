@@ -7,8 +7,11 @@ the exact policy it ran under.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from datetime import timedelta
+from string import Template
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -390,6 +393,88 @@ class JobsPolicy(PolicyModel):
         return self
 
 
+NOTIFY_FIELDS = (
+    "node",
+    "cluster",
+    "incident",
+    "fault_class",
+    "reason",
+    "reference",
+    "summary",
+    "link",
+)
+"""What a hand-over notification's template may name (``$node``, ...): each is replaced by
+a JSON string (quotes included), so the body stays valid JSON whatever the values hold."""
+
+DEFAULT_NOTIFY_TEMPLATE = (
+    '{"text": $summary, "node": $node, "cluster": $cluster, "incident": $incident, '
+    '"fault_class": $fault_class, "reason": $reason, "reference": $reference, "link": $link}'
+)
+
+
+def render_notification(template: str, values: Mapping[str, str]) -> str:
+    """The notification's body: ``template`` with each field as a JSON string.
+
+    Raises:
+        ValueError: The template names a field that is not in ``NOTIFY_FIELDS``, or
+            its result is not JSON.
+    """
+    parsed = Template(template)
+    unknown = sorted(set(parsed.get_identifiers()) - set(NOTIFY_FIELDS))
+    if unknown or not parsed.is_valid():
+        named = ", ".join(unknown) or "a malformed $ placeholder"
+        raise ValueError(f"template: unknown field(s) {named}; known: {', '.join(NOTIFY_FIELDS)}")
+    body = parsed.substitute({k: json.dumps(values.get(k, "")) for k in NOTIFY_FIELDS})
+    try:
+        json.loads(body)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"template: the body is not JSON ({err.msg} at {err.pos})") from err
+    return body
+
+
+class NotifyPolicy(PolicyModel):
+    """A webhook told of every hand-over (Slack, PagerDuty, a ticket system's intake).
+
+    The worker POSTs the rendered template with ``Content-Type: application/json`` and
+    an ``Idempotency-Key`` (the incident run's id); it retries what may pass later
+    (a timeout, 429, 5xx) and gives up on other answers. The URL, or a file holding it
+    (a Slack webhook URL is a secret: it stays out of the incident's history), and the
+    extra headers' file (``Name: value`` lines, e.g. an Authorization token) are read by
+    the worker each time it sends.
+    """
+
+    url: str | None = Field(
+        default=None, max_length=2048, description="http(s) URL of the webhook."
+    )
+    url_file: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="A file on the worker holding the URL (for URLs that are secrets).",
+    )
+    headers_file: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="A file on the worker with extra headers, one 'Name: value' a line.",
+    )
+    template: str = Field(default=DEFAULT_NOTIFY_TEMPLATE, min_length=2, max_length=8192)
+    timeout: Duration = Field(
+        default=timedelta(seconds=10), gt=timedelta(0), le=timedelta(minutes=5)
+    )
+    attempts: int = Field(default=5, ge=1, le=50, description="Sends at most, with backoff.")
+
+    @model_validator(mode="after")
+    def _checked(self) -> NotifyPolicy:
+        if (self.url is None) == (self.url_file is None):
+            raise ValueError("give exactly one of url and url_file")
+        if self.url is not None and not _HTTP_URL.match(self.url):
+            raise ValueError(f"url: expected an http(s) URL, got {self.url!r}")
+        render_notification(self.template, {})
+        return self
+
+
+_HTTP_URL = re.compile(r"^https?://[^\s/$.?#][^\s]*$", re.IGNORECASE)
+
+
 class EscalationPolicy(PolicyModel):
     """How a node is handed to a person, and when the hand-over ends on its own.
 
@@ -402,6 +487,11 @@ class EscalationPolicy(PolicyModel):
         default=True,
         description="Cordon and taint a node whose ladder starts at escalation before handing "
         "it over; false: only the ticket (label and event), the person decides what to do.",
+    )
+    notify: NotifyPolicy | None = Field(
+        default=None,
+        description="A webhook told of every hand-over (none: the node's label and Warning "
+        "event only).",
     )
     close_on_recovery: bool = Field(
         default=False,

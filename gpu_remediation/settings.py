@@ -77,6 +77,12 @@ class Settings(Model):
         description="host:port of /healthz and /readyz (worker), plus /metrics (watcher).",
     )
     log_format: Literal["text", "json"] = "text"
+    ui_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://",
+        description="The Temporal UI's address, for the incident's link in a hand-over "
+        "notification.",
+    )
     # Worker tuning (docs/scaling.md): unset keeps the SDK's defaults (100 slots
     # of each kind, 5 pollers of each kind, 1,000 cached workflows).
     max_concurrent_workflow_tasks: int | None = Field(

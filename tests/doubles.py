@@ -276,6 +276,11 @@ class FakeFleet:
         async def notify_workload_owner(input: c.NotifyWorkloadOwnerInput) -> None:
             self._log(Activities.NOTIFY_WORKLOAD_OWNER, input)
 
+        @activity.defn(name=Activities.NOTIFY_HAND_OVER)
+        async def notify_hand_over(input: c.NotifyHandOverInput) -> c.NotifyHandOverResult:
+            self._log(Activities.NOTIFY_HAND_OVER, input)
+            return c.NotifyHandOverResult(status=200, attempt=1)
+
         @activity.defn(name=Activities.FIND_NODE_JOBS)
         async def find_node_jobs(input: j.FindNodeJobsInput) -> j.NodeJobs:
             self._log(Activities.FIND_NODE_JOBS, input)
@@ -323,4 +328,5 @@ class FakeFleet:
             check_breaker,
             escalate,
             notify_workload_owner,
+            notify_hand_over,
         ]

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation.ids import Activities
     from gpu_remediation.jobs import JobRef
     from gpu_remediation.models import FaultClass, Rung, Urgency
-    from gpu_remediation.policy import Policy
+    from gpu_remediation.policy import NotifyPolicy, Policy
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -307,6 +307,38 @@ class NodeActions:
             ),
             c.EscalationResult,
             "hand over to a human",
+        )
+
+    async def notify_hand_over(
+        self,
+        cluster: str,
+        notify: NotifyPolicy,
+        fault: FaultClass,
+        reason: str,
+        reference: str,
+        summary: str,
+    ) -> c.NotifyHandOverResult:
+        """Tell the hand-over webhook; retried ``notify.attempts`` times with backoff."""
+        return await workflow.execute_activity(  # type: ignore[no-any-return]
+            Activities.NOTIFY_HAND_OVER,
+            c.NotifyHandOverInput(
+                **self._ids(),
+                cluster=cluster,
+                fault_class=fault,
+                reason=reason[:2048],
+                reference=reference[:2048],
+                summary=summary[:8192],
+                notify=notify,
+            ),
+            result_type=c.NotifyHandOverResult,
+            # A liveness net around the send's own timeout.
+            start_to_close_timeout=notify.timeout + self._policy.timeouts.bookkeeping,
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=5),
+                maximum_interval=timedelta(minutes=5),
+                maximum_attempts=notify.attempts,
+            ),
+            summary="notify people of the hand-over",
         )
 
     async def notify_workload_owner(self, fault: FaultClass, message: str) -> None:

@@ -1655,6 +1655,7 @@ class NodeRemediationWorkflow:
             # A person owns the node now: it no longer counts against the drain budget.
             await self._release_step_permit(Rung.STOP_GPU_WORK, "handed to a person")
             metrics.escalated(self._fault_value, self._pool)
+            await self._notify_hand_over(reason, escalation.reference)
         hold = self._policy.operator.escalation_hold
         if s.handover_until is None:  # else a run continued as new goes on waiting
             s.handover_until = workflow.now() + hold
@@ -1696,6 +1697,38 @@ class NodeRemediationWorkflow:
         s.retry = False
         s.ceiling = Rung.ESCALATE  # the operator owns the ladder from here
         return s.skip_to or Rung.ESCALATE
+
+    async def _notify_hand_over(self, reason: str, reference: str) -> None:
+        """Tell the policy's webhook (``escalation.notify``); a failure is logged, never fatal."""
+        notify = self._policy.escalation.notify
+        s = self._state
+        if notify is None or s.classification is None:
+            return
+        try:
+            result = await self._actions.notify_hand_over(
+                self._input.cluster,
+                notify,
+                s.classification.fault_class,
+                reason,
+                reference,
+                summary_line(
+                    self._input.node,
+                    self._pool,
+                    self._fault_value,
+                    rung=Rung.ESCALATE.value,
+                ),
+            )
+        except ActivityError as err:
+            s.record.decide(
+                log_words.ESCALATE_STAGE, "people not notified", failure_cause(err), Rung.ESCALATE
+            )
+            return
+        s.record.decide(
+            log_words.ESCALATE_STAGE,
+            "people notified",
+            f"the hand-over webhook answered HTTP {result.status} (attempt {result.attempt})",
+            Rung.ESCALATE,
+        )
 
     def _fixed_by_a_person(self) -> bool:
         """Whether policy ends this hand-over now: every signal cleared since it began."""
