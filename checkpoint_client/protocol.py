@@ -65,18 +65,26 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _object(raw: str, what: str, limit: int) -> dict[str, Any]:
-    if len(raw.encode()) > limit:
-        raise ProtocolError(f"{what}: {len(raw.encode())} bytes, more than {limit}")
+def _versioned(raw: str, what: str, limit: int) -> dict[str, Any]:
+    """A bounded JSON object of the contract's version."""
+    size = len(raw.encode())
+    if size > limit:
+        raise ProtocolError(f"{what}: {size} bytes, more than {limit}")
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise ProtocolError(f"{what}: not JSON ({err.msg} at {err.pos})") from err
+    except (json.JSONDecodeError, RecursionError) as err:
+        raise ProtocolError(f"{what}: not JSON ({err})") from err
     if not isinstance(value, dict):
         raise ProtocolError(f"{what}: expected a JSON object, got {type(value).__name__}")
     version = value.get("version")
     if version != VERSION or isinstance(version, bool):
         raise ProtocolError(f"{what}.version: expected {VERSION}, got {version!r}")
+    return value
+
+
+def _object(raw: str, what: str, limit: int) -> dict[str, Any]:
+    """A request or an answer: versioned, naming its incident."""
+    value = _versioned(raw, what, limit)
     incident = value.get("incident")
     if not isinstance(incident, str) or not incident:
         raise ProtocolError(f"{what}.incident: expected a non-empty string, got {incident!r}")
@@ -232,18 +240,7 @@ def parse_step_time(raw: str) -> StepTime:
         ProtocolError: Oversized, not JSON, another version, or a field missing or of the
             wrong type.
     """
-    size = len(raw.encode())
-    if size > MAX_STEP_TIME_BYTES:
-        raise ProtocolError(f"step-time: {size} bytes, more than {MAX_STEP_TIME_BYTES}")
-    try:
-        value = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as err:
-        raise ProtocolError(f"step-time: not JSON ({err})") from err
-    if not isinstance(value, dict):
-        raise ProtocolError(f"step-time: expected a JSON object, got {type(value).__name__}")
-    version = value.get("version")
-    if version != VERSION or isinstance(version, bool):
-        raise ProtocolError(f"step-time.version: expected {VERSION}, got {version!r}")
+    value = _versioned(raw, "step-time", MAX_STEP_TIME_BYTES)
     step: Any = value.get("step")
     seconds: Any = value.get("seconds")
     steps: Any = value.get("steps")

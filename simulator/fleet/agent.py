@@ -122,24 +122,38 @@ def gpu_condition(node: NodeState) -> Condition:
     return ("True", NPD_GPU_REASON, format_message(found, max_bytes=MAX_OUTPUT_LENGTH))
 
 
-def degraded_condition(node: NodeState) -> Condition:
-    """What the GPU degradation plugin reports for ``node``'s true state."""
-    lines = [
-        degraded_text(
-            Problem(
-                kind="degraded",
-                source="nvidia-smi",
-                gpu_index=f.gpu,
-                pci_bus=kernel_bus(f.gpu),
-                what=signal[0],
-                observed=signal[1],
-                expected=signal[2],
-                text=f"{signal[3]}+ cycles",
+def _degraded_lines(node: NodeState, *, gpus: bool) -> list[str]:
+    """The degradation findings the agent writes for the node's GPU or EFA slow faults."""
+    lines = []
+    for fault in node.faults:
+        signal = fault.info.agent_signal
+        if signal is None or (fault.gpu is not None) != gpus:
+            continue
+        what, observed, expected, cycles = signal
+        where: dict[str, Any] = (
+            {"gpu_index": fault.gpu, "pci_bus": kernel_bus(fault.gpu), "source": "nvidia-smi"}
+            if fault.gpu is not None
+            else {"device": EFA_DEVICE, "source": "efa-sysfs"}
+        )
+        persisted = f"{cycles}+ cycles" if gpus else f"over {EFA_COUNTER_SPAN_S}+ s"
+        lines.append(
+            degraded_text(
+                Problem(
+                    kind="degraded",
+                    what=what,
+                    observed=observed,
+                    expected=expected,
+                    text=persisted,
+                    **where,
+                )
             )
         )
-        for f in node.faults
-        if (signal := f.info.agent_signal) is not None and f.gpu is not None
-    ]
+    return lines
+
+
+def degraded_condition(node: NodeState) -> Condition:
+    """What the GPU degradation plugin reports for ``node``'s true state."""
+    lines = _degraded_lines(node, gpus=True)
     if not lines:
         return DEGRADED_HEALTHY
     return ("True", DEGRADED_REASON, "; ".join(lines)[:MAX_OUTPUT_LENGTH])
@@ -147,21 +161,7 @@ def degraded_condition(node: NodeState) -> Condition:
 
 def efa_degraded_condition(node: NodeState) -> Condition:
     """What the EFA degradation plugin reports for ``node``'s true state."""
-    lines = [
-        degraded_text(
-            Problem(
-                kind="degraded",
-                source="efa-sysfs",
-                device=EFA_DEVICE,
-                what=signal[0],
-                observed=signal[1],
-                expected=signal[2],
-                text=f"over {EFA_COUNTER_SPAN_S}+ s",
-            )
-        )
-        for f in node.faults
-        if (signal := f.info.agent_signal) is not None and f.gpu is None
-    ]
+    lines = _degraded_lines(node, gpus=False)
     if not lines:
         return EFA_DEGRADED_HEALTHY
     return ("True", EFA_DEGRADED_REASON, "; ".join(lines)[:MAX_OUTPUT_LENGTH])

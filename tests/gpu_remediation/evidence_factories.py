@@ -11,6 +11,7 @@ from gpu_remediation.models import (
     DcgmEvidence,
     EfaEvidence,
     ManualEvidence,
+    StragglerEvidence,
     XidEvidence,
 )
 
@@ -53,3 +54,17 @@ def alert(**labels: str) -> AlertEvidence:
 
 def manual(runbook: str, **kw: Any) -> ManualEvidence:
     return ManualEvidence(observed_at=T0, source="cli", runbook=runbook, **kw)
+
+
+def straggler(*, cleared: bool = False, observed_at: datetime = T0) -> StragglerEvidence:
+    """What the relay's detector raises for rank 2 of job ml/llm, 30% slower than its gang."""
+    return StragglerEvidence(
+        observed_at=observed_at,
+        source="straggler-detector",
+        job="ml/llm",
+        pod="ml/llm-2",
+        slower_by=0.3,
+        steps=400,
+        gang=8,
+        cleared=cleared,
+    )

@@ -7,32 +7,18 @@ policy refuses a straggler class that could evict, reset, reboot or replace
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from gpu_remediation.classifier import classify
 from gpu_remediation.models import FaultClass as FC
-from gpu_remediation.models import Rung, StragglerEvidence, Urgency
+from gpu_remediation.models import Rung, Urgency
 from gpu_remediation.policy import Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy, parse_policy
-from tests.gpu_remediation.evidence_factories import condition
+from tests.gpu_remediation.evidence_factories import condition, straggler
 
 POLICIES = Path(__file__).parents[2] / "policies"
-
-
-def straggler(*, cleared: bool = False) -> StragglerEvidence:
-    return StragglerEvidence(
-        observed_at=datetime(2026, 12, 6, tzinfo=UTC),
-        source="straggler-detector",
-        job="ml/llm",
-        pod="ml/llm-2",
-        slower_by=0.3,
-        steps=400,
-        gang=8,
-        cleared=cleared,
-    )
 
 
 @pytest.fixture

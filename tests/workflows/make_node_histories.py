@@ -23,7 +23,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Updates
-from gpu_remediation.models import EfaEvidence, FaultClass, Rung, StragglerEvidence
+from gpu_remediation.models import EfaEvidence, FaultClass, Rung
 from gpu_remediation.temporal_setup import register_search_attributes, time_skipping_server_path
 from gpu_remediation.workflow_models import (
     AbortInput,
@@ -34,6 +34,7 @@ from gpu_remediation.workflow_models import (
 )
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet, failing_diag
+from tests.gpu_remediation.evidence_factories import straggler
 from tests.workflows.job_support import answer_json, job, on_node, relay_answer, requested_incident
 from tests.workflows.node_support import (
     Cluster,
@@ -184,15 +185,7 @@ async def continued_in_hold(c: Cluster) -> NodeHandle:
 async def straggler_never_idle(c: Cluster) -> NodeHandle:
     """A job's straggler report on a node that never goes idle: given back untouched."""
     c.fleet.node_jobs = [on_node(job(supported=False))]
-    report = StragglerEvidence(
-        observed_at=datetime.now(UTC),
-        source="straggler-detector",
-        job="ml/llm",
-        pod="ml/llm-2",
-        slower_by=0.3,
-        steps=400,
-        gang=4,
-    )
+    report = straggler(observed_at=datetime.now(UTC))
     pol = policy()
     short = pol.model_copy(
         update={"jobs": pol.jobs.model_copy(update={"max_defer": timedelta(hours=1)})}

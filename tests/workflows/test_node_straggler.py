@@ -1,31 +1,17 @@
 """Issue 37: a job's straggler report is evidence, never a verdict: an idle node is diagnosed."""
 
-from datetime import UTC, datetime
-
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Activities as A
-from gpu_remediation.models import FaultClass, Outcome, Rung, StragglerEvidence
+from gpu_remediation.models import FaultClass, Outcome, Rung
 from gpu_remediation.workflow_models import NodeRemediationState
 from tests.conftest import assert_eventually
 from tests.doubles import FakeFleet, failing_diag
+from tests.gpu_remediation.evidence_factories import straggler
 from tests.workflows.job_support import job, on_node, relay_pod_ended, requested_incident
 from tests.workflows.node_support import Cluster, NodeHandle, cluster, policy, xid
 
 DISRUPTIVE = (A.DRAIN_GPU_PODS, A.RESET_GPUS, A.REBOOT_NODE, A.DELETE_NODE_CLAIM)
-
-
-def straggler(job_name: str = "ml/llm") -> StragglerEvidence:
-    """What the relay's detector raises for a pod 30% slower than its gang."""
-    return StragglerEvidence(
-        observed_at=datetime.now(UTC),
-        source="straggler-detector",
-        job=job_name,
-        pod=f"{job_name}-0",
-        slower_by=0.3,
-        steps=400,
-        gang=4,
-    )
 
 
 async def waiting_for_idle(c: Cluster, handle: NodeHandle) -> NodeRemediationState:
