@@ -205,4 +205,8 @@ class IncidentState(BaseModel):
     ignored_answers: int = 0
     deferred: bool = False
     never_idle: bool = False
-    """An ``idle_only`` wait ended with GPU work still on the node: it is given back."""
+    """An ``idle_only`` wait ended with GPU work still on the node (or could not tell):
+    it is given back untouched."""
+    held_for_tenant: bool = False
+    """The quarantine is marked held because only a tenant's word (a straggler report)
+    made it: it does not count the node unhealthy for the breaker until a fault is named."""

@@ -643,11 +643,15 @@ class NodeRemediationWorkflow:
         if self._dry_run:
             s.record.decide("quarantine", "would cordon and taint", "dry run", Rung.QUARANTINE)
             return True
+        # A tenant's word alone (a straggler report) must not count towards the breaker:
+        # the quarantine is marked held until a diagnostic names a fault.
+        tenant_word = self._fault == FaultClass.STRAGGLER
         try:
-            s.quarantine = await self._actions.quarantine()
+            s.quarantine = await self._actions.quarantine(held=tenant_word)
         except ActivityError as err:
             s.record.decide("quarantine", "failed", failure_cause(err), Rung.QUARANTINE)
             return False
+        s.held_for_tenant = tenant_word
         s.record.decide("quarantine", "cordoned and tainted", "no new work lands here")
         await self._note(Rung.QUARANTINE, "quarantined: cordoned and tainted NoSchedule")
         return True
@@ -891,6 +895,9 @@ class NodeRemediationWorkflow:
             # An operator cut in, or the permit's wait: the next decision applies.
             # Or the node was given back untouched (idle_only): the ladder ends.
             return rung
+        named = await self._past_the_tenant_word(rung)
+        if named is not None:
+            return named
         self._set_rung(rung)
         s.last_rung = rung
         if self._dry_run:
@@ -932,7 +939,11 @@ class NodeRemediationWorkflow:
                 return StepOutcome.FIXED
             # Held already, or given back at a hand-over: a retried node counts again.
             return await self._take_step_permit(rung)
-        if self._policy.rung(rung).enabled:
+        enabled = self._policy.rung(rung).enabled
+        # idle_only waits for the node to be idle before it holds a drain permit: a
+        # day-long wait on a tenant's word must not hold the pool's drain budget.
+        permit_first = enabled and self._urgency()[0] != Urgency.IDLE_ONLY
+        if permit_first:
             permitted = await self._take_step_permit(rung)
             if permitted != StepOutcome.FIXED:
                 return permitted
@@ -940,6 +951,10 @@ class NodeRemediationWorkflow:
             return StepOutcome.ABORTED
         if s.never_idle:
             return await self._give_back_untouched()
+        if enabled and not permit_first:
+            permitted = await self._take_step_permit(rung)
+            if permitted != StepOutcome.FIXED:
+                return permitted
         if not await self._hold_while_paused():
             return StepOutcome.ABORTED
         s.drained = True
@@ -977,13 +992,22 @@ class NodeRemediationWorkflow:
         ``abort`` withdraws the request.
         """
         s = self._state
-        if s.jobs_coordinated or not self._policy.jobs.enabled:
+        if s.jobs_coordinated:
+            return True
+        urgency, why = self._urgency()
+        idle_only = urgency == Urgency.IDLE_ONLY
+        if not self._policy.jobs.enabled:
+            if idle_only:  # it cannot tell the node is idle: nothing is evicted for it
+                s.jobs_coordinated = s.never_idle = True
+                s.record.decide(log_words.JOBS_STAGE, "cannot tell the node is idle", why)
             return True
         s.jobs_coordinated = True
         found = await self._find_jobs()
-        if found is None or found.gpu_pods == 0:
+        if found is None:
+            s.never_idle = idle_only  # not knowing the jobs is not knowing the node idle
             return True
-        urgency, why = self._urgency()
+        if found.gpu_pods == 0:
+            return True
         # idle_only never evicts, so it asks no job to save: it waits for the work to end.
         asked = [job for job in found.jobs if job.checkpoint_supported and urgency.asks_jobs]
         if urgency == Urgency.IMMEDIATE:
@@ -1000,7 +1024,39 @@ class NodeRemediationWorkflow:
             what = "ask for a checkpoint" if asked else "wait for the jobs to end"
             s.record.decide(log_words.JOBS_STAGE, f"would {what}", f"{why}; up to {timeout}")
             return True
-        return await self._wait_for_jobs(urgency, asked, timeout, why)
+        went_on = await self._wait_for_jobs(urgency, asked, timeout, why)
+        if went_on and idle_only and self._fault_named():
+            # Evidence of a fault came during the wait: its own urgency applies now.
+            s.jobs_coordinated = s.never_idle = False
+            return await self._coordinate_jobs()
+        return went_on
+
+    async def _past_the_tenant_word(self, rung: Rung) -> Rung | None:
+        """Once a fault is named in a straggler incident, treat the node as the fault's.
+
+        The quarantine counts for the breaker from then on, and a fault named while
+        the node waited to be idle starts its own ladder (its start rung and ceiling)
+        instead of the straggler's diagnosis. Returns that start rung when it lies
+        above ``rung`` (the ladder decides again), else None.
+        """
+        s = self._state
+        if not (s.held_for_tenant and self._fault_named()):
+            return None
+        assert s.classification is not None
+        s.held_for_tenant = False
+        await self._mark_held(False)
+        if s.classification.max_rung.order > s.ceiling.order:
+            s.ceiling = s.classification.max_rung
+        start = s.classification.start_rung
+        if start is None or start.order <= rung.order:
+            return None
+        s.record.decide("ladder", f"start at {start}", f"{self._fault_value} named", start)
+        return start
+
+    def _fault_named(self) -> bool:
+        """Whether evidence in force names a fault beyond a tenant's straggler report."""
+        c = self._state.classification
+        return c is not None and c.fault_class != FaultClass.STRAGGLER and c.start_rung is not None
 
     async def _give_back_untouched(self) -> StepOutcome:
         """End an ``idle_only`` incident whose node never went idle: release it, evict nothing.
@@ -1063,6 +1119,7 @@ class NodeRemediationWorkflow:
         except ActivityError as err:
             s.record.decide(log_words.JOBS_STAGE, "could not ask the jobs", failure_cause(err))
             s.request_incident = None
+            s.never_idle = urgency == Urgency.IDLE_ONLY  # it cannot watch the work end
             return True
         finally:
             s.asking = False
@@ -1085,7 +1142,9 @@ class NodeRemediationWorkflow:
         s.awaiting_approval, s.approved = Rung.STOP_GPU_WORK, False
         try:
             outcome = await self._wait_loop(
-                deadline, "a job checkpoint" if asked else "jobs to end"
+                deadline,
+                "a job checkpoint" if asked else "jobs to end",
+                on_evidence=urgency == Urgency.IDLE_ONLY,
             )
         finally:
             s.awaiting_approval = None
@@ -1098,15 +1157,20 @@ class NodeRemediationWorkflow:
             s.never_idle = True
         return s.abort is None and s.skip_to is None
 
-    async def _wait_loop(self, deadline: datetime, what: str) -> str:
+    async def _wait_loop(self, deadline: datetime, what: str, *, on_evidence: bool = False) -> str:
         """Wait until something ends the wait; return what did.
 
         Besides the relay's signals, a coarse timer (``jobs.recheck_interval``)
         looks at the node's jobs itself: the relay forgets watched pods when it
-        restarts, and a pod deleted meanwhile sends no event.
+        restarts, and a pod deleted meanwhile sends no event. ``on_evidence``
+        (an ``idle_only`` wait): new evidence is classified, and a fault named by
+        it ends the wait, its own urgency then applying.
         """
         s = self._state
         while True:
+            if on_evidence and self._fault_named():
+                return "evidence of a fault came: its urgency applies"
+            evidence_version = s.record.version
             remaining = deadline - workflow.now()
             if remaining <= timedelta(0):
                 if s.job_answers:
@@ -1121,12 +1185,13 @@ class NodeRemediationWorkflow:
             rechecking = False
             try:
                 await workflow.wait_condition(
-                    lambda seen=seen: (  # type: ignore[misc]
+                    lambda seen=seen, version=evidence_version: (  # type: ignore[misc]
                         self._answers_end_wait()
                         or s.pods_ended != seen
                         or s.approved
                         or s.skip_to is not None
                         or s.abort is not None
+                        or (on_evidence and s.record.version != version)
                     ),
                     timeout=timeout,
                     timeout_summary=f"wait for {what}",
@@ -1141,6 +1206,9 @@ class NodeRemediationWorkflow:
                 return "aborted by an operator"
             if s.approved or s.skip_to is not None:
                 return "cut short by an operator"
+            if on_evidence and s.record.version != evidence_version:
+                self._classify()
+                continue  # the loop's top sees whether a fault is named now
             if self._answers_end_wait():
                 return s.checkpoint or "answered"
             found = await self._find_jobs(quiet_if_same=rechecking)
