@@ -16,13 +16,14 @@ import asyncio
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from gpu_remediation import contracts as c
 from gpu_remediation.ids import Activities
-from gpu_remediation.policy import NotifyPolicy, render_notification
+from gpu_remediation.policy import HTTP_URL, NotifyPolicy, render_notification
 from gpu_remediation.settings import Settings
 from gpu_remediation.ui_link import incident_url
 
@@ -49,6 +50,9 @@ class HandOverNotifier:
         """POST the hand-over to the webhook; retryable on timeouts, 429 and 5xx."""
         notify = input.notify
         url = notify.url or _read_secret(notify.url_file, "url_file").strip()
+        if not HTTP_URL.match(url):
+            # Never quoted: a URL read from a file is a secret.
+            raise NotifyError("the webhook URL is not an http(s) URL", non_retryable=True)
         info = activity.info()
         headers = {
             "Content-Type": "application/json",
@@ -71,25 +75,48 @@ class HandOverNotifier:
                 "link": link,
             },
         )
-        request = urllib.request.Request(url, data=body.encode(), headers=headers, method="POST")
+        try:
+            request = urllib.request.Request(
+                url, data=body.encode(), headers=headers, method="POST"
+            )
+        except ValueError:
+            raise NotifyError("the webhook URL cannot be used", non_retryable=True) from None
         status = await asyncio.to_thread(_send, request, notify)
         activity.logger.info("hand-over of %s notified (HTTP %d)", input.node, status)
         return c.NotifyHandOverResult(status=status, attempt=info.attempt)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Take a redirect as the answer, never as a hop.
+
+    Following one would turn the POST into a GET and carry the headers (a token)
+    to wherever it points.
+    """
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def _send(request: urllib.request.Request, notify: NotifyPolicy) -> int:
-    if not request.full_url.lower().startswith(("http://", "https://")):
-        raise NotifyError("the webhook URL is not http(s)", non_retryable=True)
     try:
-        with urllib.request.urlopen(request, timeout=notify.timeout.total_seconds()) as response:
-            return int(response.status)
+        with _OPENER.open(request, timeout=notify.timeout.total_seconds()) as response:
+            status = int(response.status)
     except urllib.error.HTTPError as err:
         retry = err.code in _RETRIED_STATUSES or err.code >= 500
+        # The status only: the reason and body are the receiver's and may echo the URL.
         raise NotifyError(
-            f"the webhook answered HTTP {err.code} {err.reason}", non_retryable=not retry
+            f"the webhook answered HTTP {err.code}", non_retryable=not retry
         ) from None
     except (urllib.error.URLError, TimeoutError, OSError) as err:
-        raise NotifyError(f"the webhook could not be reached: {err}") from None
+        # The error's kind only: its text may hold the URL (a secret from url_file).
+        reason = getattr(err, "reason", err)
+        raise NotifyError(f"the webhook could not be reached ({type(reason).__name__})") from None
+    if not 200 <= status < 300:
+        raise NotifyError(f"the webhook answered HTTP {status}", non_retryable=True)
+    return status
 
 
 def _read_secret(path: str | None, what: str) -> str:

@@ -186,6 +186,7 @@ def watch(
                 namespace=namespace,
                 health_bind=settings.health_bind,
                 checkpoint_relay=checkpoint_relay,
+                gpu_resource=settings.gpu_resource,
             )
         )
 
@@ -202,6 +203,7 @@ async def _run(
     namespace: str | None,
     health_bind: str | None = None,
     checkpoint_relay: bool = True,
+    gpu_resource: str = "nvidia.com/gpu",
 ) -> None:
     profile = ClientConfigProfile.load()
     profile = dataclasses.replace(
@@ -238,7 +240,9 @@ async def _run(
     if checkpoint_relay:
         stragglers = policy.triggers.stragglers
         detector = (
-            StragglerDetector(stragglers, policy.jobs.label_keys) if stragglers.enabled else None
+            StragglerDetector(stragglers, policy.jobs.label_keys, gpu_resource=gpu_resource)
+            if stragglers.enabled
+            else None
         )
         relay = CheckpointRelay(
             api,

@@ -259,8 +259,8 @@ class StragglerEvidence(EvidenceBase):
 
     @property
     def key(self) -> str:
-        """One signal per job on the node (a clear names the same job)."""
-        return f"straggler/{self.job}"
+        """One signal per slow pod (a clear names the same pod)."""
+        return f"straggler/{self.job}/{self.pod}"
 
 
 Evidence = Annotated[

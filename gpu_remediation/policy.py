@@ -177,6 +177,12 @@ class VerificationPolicy(PolicyModel):
         description="Before an EFA fault's check after a step, wait this long for the node "
         "agent's next cycles (NPD starts a new boot with its default, healthy condition).",
     )
+    efa_degraded_settle: Duration = Field(
+        default=timedelta(minutes=6),
+        ge=timedelta(0),
+        description="The same for a slow EFA port (EfaDegraded): the agent reports error "
+        "counters only once their rate held over its span (300 s by default), plus a cycle.",
+    )
 
 
 class ReplacementRatePolicy(PolicyModel):
@@ -466,13 +472,14 @@ class NotifyPolicy(PolicyModel):
     def _checked(self) -> NotifyPolicy:
         if (self.url is None) == (self.url_file is None):
             raise ValueError("give exactly one of url and url_file")
-        if self.url is not None and not _HTTP_URL.match(self.url):
+        if self.url is not None and not HTTP_URL.match(self.url):
             raise ValueError(f"url: expected an http(s) URL, got {self.url!r}")
         render_notification(self.template, {})
         return self
 
 
-_HTTP_URL = re.compile(r"^https?://[^\s/$.?#][^\s]*$", re.IGNORECASE)
+HTTP_URL = re.compile(r"^https?://[^\s/$.?#][^\s]*$", re.IGNORECASE)
+"""An http(s) URL with a host and no white space (the webhook's)."""
 
 
 class EscalationPolicy(PolicyModel):
@@ -580,6 +587,14 @@ class StragglerPolicy(PolicyModel):
         gt=timedelta(0),
         description="A pod's report older than this is left out of its gang (the job stopped "
         "reporting, or the pod hangs).",
+    )
+    min_span: Duration = Field(
+        default=timedelta(minutes=10),
+        ge=timedelta(0),
+        description="Besides min_steps (which the job counts itself), the detector's own time "
+        "a pod must stay slow, over two reports at least, before its node is reported: one "
+        "write cannot make a report, and a pod flapping slow and fast reports at most once "
+        "per span.",
     )
 
 

@@ -67,6 +67,8 @@ MAX_ANSWERS_PER_INCIDENT = 200
 """Answers relayed to one incident run at most; later ones are refused and counted."""
 MAX_TRACKED_INCIDENTS = 10_000
 _ENDED_PHASES = ("Succeeded", "Failed")
+RESYNCED = "RESYNCED"
+"""After a listing's pods: the uids it held (the detector forgets the others)."""
 _FINAL = (
     RPCStatusCode.NOT_FOUND,
     RPCStatusCode.INVALID_ARGUMENT,
@@ -227,6 +229,8 @@ class CheckpointRelay:
     def _listed(self, items: list[dict[str, Any]]) -> None:
         for item in items:
             self._put("LISTED", item)
+        uids = [str((item.get("metadata") or {}).get("uid") or "") for item in items]
+        self._put(RESYNCED, {"uids": uids})
 
     def _changed(self, kind: str, obj: dict[str, Any]) -> None:
         self._put(kind, obj)
@@ -234,6 +238,10 @@ class CheckpointRelay:
     # ------------------------------------------------------------ the event loop
 
     def _examine(self, kind: str, pod: dict[str, Any]) -> None:
+        if kind == RESYNCED:
+            if self._stragglers is not None:
+                self._stragglers.resync(set(pod["uids"]), self._clock())
+            return
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         uid = str(meta.get("uid") or "")

@@ -8,23 +8,30 @@ compare each rank with its peers in the same job, and want it slow for a while.
 
 The rules (also in docs/architecture.md, "Stragglers"):
 
-- A pod takes part when it runs (phase Running) on a node, names its job with
-  one of ``jobs.label_keys`` and carries a readable ``gpu-remediation.io/step-time``
-  value (docs/checkpoint-contract.md, "Step times"). Its gang is its job in its
-  namespace. The node is the one the API server bound the pod to; the value
-  only says how long the pod's steps took.
+- A pod takes part when it runs (phase Running) on a node, requests GPUs
+  (``nvidia.com/gpu``), names its job with one of ``jobs.label_keys`` and
+  carries a readable ``gpu-remediation.io/step-time`` value
+  (docs/checkpoint-contract.md, "Step times"). Its gang is its job in its
+  namespace. The node is the pod's binding (``spec.nodeName``); the value only
+  says how long the pod's steps took. The watcher drops a report for a node it
+  does not watch.
 - A gang is judged only with at least ``min_gang`` fresh reports (seen within
   ``stale_after``): a gang of one or two has no median to compare with, and a
   pod that stopped reporting is left out, not judged.
 - A new report (a step past the pod's last one) is slow when its time is above
   the median of its gang's fresh reports times ``1 + margin``. A pod whose
   reports in a row are slow over ``min_steps`` steps (from the first slow
-  report's window to its latest step) is a straggler: reported once, with
-  ``StragglerEvidence`` for its node.
+  report's window to its latest step; the job counts them) and, on the
+  detector's own clock, over ``min_span`` and two reports at least, is a
+  straggler: reported once, with ``StragglerEvidence`` for its node.
 - A report that is not slow ends the streak; a straggler's node then gets the
   clear. A pod that ends does not clear it: its job finishing does not make the
-  node fast, and the incident's diagnostic on the idle node decides. A step
-  that goes back (the job restarted from a checkpoint) starts the pod afresh.
+  node fast, and the incident's diagnostic on the idle node decides (the pod is
+  forgotten). A step that goes back (the job restarted from a checkpoint)
+  starts the pod afresh.
+- Memory is bounded: at most ``max_pods`` pods; pods that end, are deleted, are
+  missing from a re-list or have not reported for four ``stale_after`` are
+  forgotten; an unreadable value is remembered by its digest.
 - Report ids are derived from the pod's uid and its streak's first step (a
   clear adds ``:cleared``): a report sent again is deduplicated by the incident.
   A restarted relay knows no streak: it may report a pod again, and cannot
@@ -48,6 +55,7 @@ from gpu_remediation.models import StragglerEvidence
 from gpu_remediation.policy import StragglerPolicy
 
 SOURCE = "straggler-detector"
+GPU_RESOURCE = "nvidia.com/gpu"
 """``source`` of every piece of evidence the detector raises."""
 
 MAX_PODS = 200_000
@@ -83,6 +91,9 @@ class _Pod:
     seen: datetime
     slow_from: int | None = None
     """First step of the current streak of slow reports."""
+    slow_since: datetime | None = None
+    """When the detector saw the streak's first slow report."""
+    slow_reports: int = 0
     reported: str | None = None
     """The report id of the straggler report sent for the current streak."""
     evidence: StragglerEvidence | None = None
@@ -95,14 +106,22 @@ class StragglerDetector:
         policy: The thresholds (``triggers.stragglers``).
         label_keys: Pod label keys, in order, whose value names the pod's job
             (``jobs.label_keys``).
+        gpu_resource: The extended resource a pod must request to take part.
         max_pods: Pods tracked at most; past it, new pods are refused and counted.
     """
 
     def __init__(
-        self, policy: StragglerPolicy, label_keys: list[str], *, max_pods: int = MAX_PODS
+        self,
+        policy: StragglerPolicy,
+        label_keys: list[str],
+        *,
+        gpu_resource: str = GPU_RESOURCE,
+        max_pods: int = MAX_PODS,
     ) -> None:
         self._policy = policy
+        self._gpu_resource = gpu_resource
         self._max_pods = max_pods
+        self._swept: datetime | None = None
         self._label_keys = list(label_keys)
         self._pods: dict[str, _Pod] = {}
         self._gangs: dict[tuple[str, str], set[str]] = {}
@@ -111,6 +130,7 @@ class StragglerDetector:
         self.unreadable = 0
         """Step-time values that broke the contract (each pod's value counted once)."""
         self._unreadable_seen: dict[str, str] = {}
+        """Pod uid to the digest of its unreadable value (counted once per value)."""
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -125,22 +145,27 @@ class StragglerDetector:
         uid = str(meta.get("uid") or "")
         if not uid:
             return []
-        if kind == "DELETED":
-            self._forget(uid)
+        self._sweep(now)
+        spec = pod.get("spec") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if kind == "DELETED" or phase != "Running":
+            self._forget(uid)  # an ended pod neither reports nor clears (see above)
             return []
         raw = (meta.get("annotations") or {}).get(STEP_TIME_ANNOTATION)
-        node = (pod.get("spec") or {}).get("nodeName")
-        phase = (pod.get("status") or {}).get("phase")
+        node = spec.get("nodeName")
         job = self._job(meta)
         if not isinstance(raw, str) or not isinstance(node, str) or not node or job is None:
             return []
-        if phase != "Running":
-            return []  # an ended pod keeps its last report until it is deleted (see above)
+        if not self._requests_gpus(spec):
+            return []
         try:
             step_time = parse_step_time(raw)
         except ProtocolError:
-            if self._unreadable_seen.get(uid) != raw:
-                self._unreadable_seen[uid] = raw
+            digest = hashlib.sha256(raw.encode(errors="replace")).hexdigest()[:16]
+            if self._unreadable_seen.get(uid) != digest and (
+                uid in self._unreadable_seen or len(self._unreadable_seen) < self._max_pods
+            ):
+                self._unreadable_seen[uid] = digest
                 self.unreadable += 1
             return []
         gang = (str(meta.get("namespace") or ""), job)
@@ -161,6 +186,32 @@ class StragglerDetector:
             current.slow_from = None
         current.step, current.seconds, current.seen = step_time.step, step_time.seconds, now
         return self._judge(uid, current, step_time.steps, now)
+
+    def resync(self, uids: set[str], now: datetime) -> None:
+        """A fresh listing: forget the pods it does not hold (deleted while unwatched)."""
+        for uid in [u for u in self._pods if u not in uids]:
+            self._forget(uid)
+        for uid in [u for u in self._unreadable_seen if u not in uids]:
+            del self._unreadable_seen[uid]
+        self._swept = now
+
+    def _sweep(self, now: datetime) -> None:
+        """Forget, once per ``stale_after``, the pods silent for four of them."""
+        every = self._policy.stale_after
+        if self._swept is not None and now - self._swept < every:
+            return
+        self._swept = now
+        for uid in [u for u, p in self._pods.items() if now - p.seen > 4 * every]:
+            self._forget(uid)
+
+    def _requests_gpus(self, spec: dict[str, Any]) -> bool:
+        for container in spec.get("containers") or []:
+            resources = (container or {}).get("resources") or {}
+            for section in ("limits", "requests"):
+                value = (resources.get(section) or {}).get(self._gpu_resource)
+                if str(value or "0").strip() not in ("", "0"):
+                    return True
+        return False
 
     def _job(self, meta: dict[str, Any]) -> str | None:
         labels = meta.get("labels") or {}
@@ -186,10 +237,15 @@ class StragglerDetector:
             return self._clear(uid, pod, now)
         if pod.slow_from is None:
             pod.slow_from = max(pod.step - window + 1, 0)
+            pod.slow_since, pod.slow_reports = now, 0
             pod.reported = None
+        pod.slow_reports += 1
         steps = pod.step - pod.slow_from + 1
         if pod.reported is not None or steps < policy.min_steps:
             return []
+        assert pod.slow_since is not None
+        if pod.slow_reports < 2 or now - pod.slow_since < policy.min_span:
+            return []  # the job's own step count is not enough: its word over time
         pod.reported = _report_id(uid, pod.slow_from)
         pod.evidence = StragglerEvidence(
             observed_at=now,

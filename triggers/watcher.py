@@ -286,6 +286,10 @@ class NodeConditionWatcher:
             backoff_initial=backoff_initial,
             backoff_max=backoff_max,
         )
+        self._watched: set[str] = set()
+        """The nodes of the last listing and changes since: reports name only these."""
+        self.foreign_reports = 0
+        """Reports from elsewhere (``add_reports``) dropped for naming an unwatched node."""
         self.delivered: list[Report] = []
         """Reports delivered so far, most recent last (bounded; for status and tests)."""
         self._metrics = metrics
@@ -426,6 +430,7 @@ class NodeConditionWatcher:
         if isinstance(event, Listed):
             for node in event.nodes:
                 self.admissions.saw(node.raw)
+            self._watched = {n.name for n in event.nodes}
             listing = {n.name: n.conditions for n in event.nodes}
             self.unseen_recoveries.listed(listing)
             boot_ids = {n.name: n.boot_id for n in event.nodes}
@@ -433,7 +438,9 @@ class NodeConditionWatcher:
         if isinstance(event, Changed):
             self.admissions.saw(event.node.raw)
             node = event.node
+            self._watched.add(node.name)
             return self.tracker.observe(node.name, node.conditions, now, boot_id=node.boot_id)
+        self._watched.discard(event.name)
         self.tracker.forget(event.name)
         return []
 
@@ -441,10 +448,25 @@ class NodeConditionWatcher:
         """Queue reports from another source (the straggler detector) for delivery.
 
         They share the outbox with the watcher's own: per node in order, bounded,
-        retried while Temporal is away, sent on the watcher's next tick. Call it
-        from the watcher's event loop.
+        retried while Temporal is away, sent on the watcher's next tick. A report
+        for a node this watcher does not watch (not a GPU node of its selector, or
+        not listed yet) is dropped and counted: a pod may name any node it is bound
+        to. Call it from the watcher's event loop.
         """
-        reports = list(reports)
+        kept = []
+        for report in reports:
+            if report.node in self._watched:
+                kept.append(report)
+                continue
+            self.foreign_reports += 1
+            log.warning(
+                "%s: %s %s dropped: not a node this watcher watches (%d so far)",
+                report.node,
+                report.kind,
+                report.evidence.key,
+                self.foreign_reports,
+            )
+        reports = kept
         for report in reports:
             log.info(
                 "%s: %s %s [%s]",

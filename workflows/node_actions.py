@@ -46,6 +46,8 @@ BOOKKEEPING_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=10,
 )
+NOTIFY_WINDOW = timedelta(minutes=15)
+"""All tries of a hand-over notice together: a receiver down longer is logged, not awaited."""
 # Failures that retrying cannot fix; implementations raise
 # ApplicationError(type=...) with these names.
 # (NodeReplaced is raised non-retryable: retrying never brings the machine back.)
@@ -331,8 +333,10 @@ class NodeActions:
                 notify=notify,
             ),
             result_type=c.NotifyHandOverResult,
-            # A liveness net around the send's own timeout.
+            # A liveness net around the send's own timeout; the hand-over's hold does
+            # not start until this returns, so all the tries together are bounded too.
             start_to_close_timeout=notify.timeout + self._policy.timeouts.bookkeeping,
+            schedule_to_close_timeout=NOTIFY_WINDOW,
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(seconds=5),
                 maximum_interval=timedelta(minutes=5),

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from gpu_remediation import admission_models as a
     from gpu_remediation import decision_log as log_words
     from gpu_remediation.admission_models import AdmissionTrigger
+    from gpu_remediation.catalog import NPD_EFA_DEGRADED_CONDITION
     from gpu_remediation.classifier import classify
     from gpu_remediation.contracts import NodeHealth, NodePin
     from gpu_remediation.ids import (
@@ -1635,13 +1636,15 @@ class NodeRemediationWorkflow:
     async def _check_efa(self, label: str) -> tuple[bool, str, list[Evidence]]:
         """The node agent's EFA verdict, read after its next cycles on this boot."""
         verification = self._policy.verification
-        if verification.efa_settle > timedelta(0):
-            await workflow.sleep(
-                verification.efa_settle, summary=f"the node agent's next EFA checks ({label})"
-            )
+        conditions = efa_conditions(self._fault)
+        settle = verification.efa_settle
+        if NPD_EFA_DEGRADED_CONDITION in conditions:
+            settle = max(settle, verification.efa_degraded_settle)
+        if settle > timedelta(0):
+            await workflow.sleep(settle, summary=f"the node agent's next EFA checks ({label})")
         deadline = workflow.now() + verification.timeout
         while True:
-            result = await self._actions.check_efa(efa_conditions(self._fault))
+            result = await self._actions.check_efa(conditions)
             if result.reported or workflow.now() >= deadline:
                 summary = result.summary or ("EFA healthy" if result.passed else "EFA not reported")
                 return result.passed and result.reported, summary, list(result.evidence)

@@ -28,7 +28,8 @@ random as the scheduler's tie-break would.
 Step times (``step_times``, docs/checkpoint-contract.md): while a node of a job
 is slow, every pod of the job writes its own time per step on itself, over
 HTTP with checkpoint_client's patch, every ``step_times`` of simulated time, and
-once more when the job is back at full pace. A rank's own time is
+once more when the job is back at full pace; each report covers the steps since
+the last one or since the pace changed, whichever is later. A rank's own time is
 ``STEP_SECONDS`` times its node's slowdown (a healthy rank computes at full
 speed and waits for the slow one at the collectives). A job writes nothing
 while every node of it runs at full pace: such a gang's times are all equal to
@@ -257,7 +258,7 @@ class Workloads:
             return
         self._schedule(job.name)
         if slow and self.config.step_times is not None:
-            self._report_steps(job.name, run, restarts, None)  # placed on a slow node
+            self._new_step_window(job.name, run, restarts)  # placed on a slow node
 
     def _breaks_work(self, node: NodeState) -> bool:
         """Whether the node cannot run the job: down, rebooting, or a fault it cannot survive."""
@@ -483,14 +484,14 @@ class Workloads:
         if changed:
             self._schedule(job.name)
             if self.config.step_times is not None:
-                self._report_steps(job.name, run, restarts, None)
+                self._new_step_window(job.name, run, restarts)
 
     # ------------------------------------------------------------ step times
 
-    def _report_steps(self, name: str, run: int, restarts: int, token: int | None) -> None:
-        """Write each pod's step time (while the job is slow, and once when it no longer is).
+    def _new_step_window(self, name: str, run: int, restarts: int) -> None:
+        """The pace changed: the next report, one interval on, covers only the new pace.
 
-        ``token``: a report timer's, None for a change of pace (which always reports).
+        A window begun before the change would give the earlier steps the new times.
         """
         fleet = self._fleet
         interval = self.config.step_times
@@ -499,7 +500,25 @@ class Workloads:
         with fleet.lock:
             job = self.jobs[name]
             attempt = job.attempt
-            stale = token is not None and token != job.step_token
+            if attempt is None or not job.running or (job.run, job.restarts) != (run, restarts):
+                return
+            job.reported_step = int(attempt.work_at(now) / STEP_SECONDS)
+            job.step_token += 1
+            token = job.step_token
+        fleet.scheduler.call_at(
+            now + interval.total_seconds(), lambda: self._report_steps(name, run, restarts, token)
+        )
+
+    def _report_steps(self, name: str, run: int, restarts: int, token: int) -> None:
+        """Write each pod's step time; again one interval on while the job is slow."""
+        fleet = self._fleet
+        interval = self.config.step_times
+        assert interval is not None
+        now = fleet.clock.now()
+        with fleet.lock:
+            job = self.jobs[name]
+            attempt = job.attempt
+            stale = token != job.step_token
             if (
                 stale
                 or attempt is None

@@ -38,6 +38,13 @@ def hook() -> Iterator[Hook]:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             state.received.append((dict(self.headers.items()), body))
             self.send_response(state.status)
+            if 300 <= state.status < 400:
+                self.send_header("Location", "/elsewhere")
+            self.end_headers()
+
+        def do_GET(self) -> None:  # where a followed redirect would land
+            state.received.append((dict(self.headers.items()), b"GET"))
+            self.send_response(200)
             self.end_headers()
 
         def log_message(self, *args: Any) -> None:
@@ -151,3 +158,24 @@ def test_the_policy_refuses_a_template_that_would_not_be_json_or_names_unknown_f
         NotifyPolicy(url="https://x.example", url_file="/run/secret")
     with pytest.raises(ValueError, match="http"):
         NotifyPolicy(url="file:///etc/passwd")
+
+
+async def test_a_redirect_is_a_final_answer_never_followed(hook: Hook) -> None:
+    hook.status = 302  # to /elsewhere: the stdlib's opener would GET it with the token
+    with pytest.raises(NotifyError, match="HTTP 302") as caught:
+        await send(NotifyPolicy(url=hook.url))
+    assert caught.value.non_retryable
+    assert len(hook.received) == 1
+
+
+async def test_a_secret_url_from_a_file_never_shows_in_an_error(tmp_path: Path) -> None:
+    secret = tmp_path / "url"
+    secret.write_text("hooks.example.com/services/T000/B000/s3cret-token\n")  # no scheme
+    with pytest.raises(NotifyError) as caught:
+        await send(NotifyPolicy(url_file=str(secret)))
+    assert "s3cret" not in str(caught.value)
+    assert caught.value.non_retryable
+    secret.write_text("http://127.0.0.1:9/services/s3cret-token\n")  # unreachable
+    with pytest.raises(NotifyError, match="could not be reached") as caught:
+        await send(NotifyPolicy(url_file=str(secret), timeout="2s"))
+    assert "s3cret" not in str(caught.value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -21,6 +22,7 @@ from gpu_remediation.models import FaultClass, Outcome, StragglerEvidence
 from gpu_remediation.policy import StragglerPolicy
 from tests.conftest import assert_eventually
 from tests.triggers.watcher_support import (
+    GPU_LABELS,
     Emulator,
     emulator,
     evidence_reports,
@@ -43,7 +45,7 @@ async def relay_and_watcher(
     emu: Emulator, c: Cluster, task_queue: str, api: object
 ) -> AsyncIterator[NodeConditionWatcher]:
     policy = watcher_policy()
-    stragglers = StragglerPolicy(min_steps=150)
+    stragglers = StragglerPolicy(min_steps=150, min_span=timedelta(0))
     watcher = make_watcher(
         api,
         c.client,
@@ -77,12 +79,16 @@ async def listed(relay: CheckpointRelay) -> int:
     return relay.source.lists
 
 
-def job_pods(emu: Emulator, token: Path) -> list[CheckpointClient]:
-    """A four-node JobSet's pods, and each pod's helper writing to the emulator over HTTP."""
+def job_pods(emu: Emulator, token: Path, unwatched: str | None = None) -> list[CheckpointClient]:
+    """A four-node JobSet's pods, and each pod's helper writing to the emulator over HTTP.
+
+    ``unwatched``: a node without the GPU labels the watcher selects.
+    """
     helpers = []
     for rank, node in enumerate(NODES):
         name = f"llm-{rank}"
         emu.store.put_pod("ml", name, node_name=node, labels={JOBSET: "llm"}, gpus=8)
+        emu.store.put_node(node, labels=None if node == unwatched else GPU_LABELS)
         config = KubeConfig(base_url=emu.api.url, token_path=token, ca_path=None)
         helpers.append(
             CheckpointClient(
@@ -122,3 +128,24 @@ async def test_a_rank_slower_than_its_gang_gets_its_idle_node_diagnosed(
     assert evidence.slower_by == 0.35
     for other in ("gpu-a", "gpu-b", "gpu-d"):
         assert await evidence_reports(c.client, c.name, other) == []
+
+
+async def test_a_report_naming_a_node_the_watcher_does_not_watch_is_dropped(
+    dev_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    # A pod's creator may set spec.nodeName: the node must be one of the watched GPU nodes.
+    token = tmp_path / "token"
+    token.write_text("service-account-token\n")
+    with emulator() as emu:
+        helpers = job_pods(emu, token, unwatched="gpu-c")
+        async with cluster(dev_env, task_queue) as c:
+            with emu.api_client() as api:
+                async with relay_and_watcher(emu, c, task_queue, api) as watcher:
+                    for step in (100, 200):
+                        await steps(helpers, step, [2.0, 2.0, 2.7, 2.0])
+                    await assert_eventually(lambda: listed_foreign(watcher), lambda n: n == 1)
+                    assert await evidence_reports(c.client, c.name, "gpu-c") == []
+
+
+async def listed_foreign(watcher: NodeConditionWatcher) -> int:
+    return watcher.foreign_reports

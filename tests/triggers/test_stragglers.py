@@ -13,7 +13,9 @@ from triggers.stragglers import StragglerDetector, StragglerReport
 
 JOBSET = "jobset.sigs.k8s.io/jobset-name"
 T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
-POLICY = StragglerPolicy(margin=0.2, min_steps=200, min_gang=3, stale_after=timedelta(minutes=15))
+POLICY = StragglerPolicy(
+    margin=0.2, min_steps=200, min_gang=3, stale_after=timedelta(minutes=15), min_span=timedelta(0)
+)
 
 
 def pod(
@@ -37,7 +39,10 @@ def pod(
             "labels": {JOBSET: job},
             "annotations": {STEP_TIME_ANNOTATION: value},
         },
-        "spec": {"nodeName": node or f"gpu-{rank}"},
+        "spec": {
+            "nodeName": node or f"gpu-{rank}",
+            "containers": [{"name": "train", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
         "status": {"phase": phase},
     }
 
@@ -226,3 +231,50 @@ def test_a_gang_of_a_thousand_pods_is_judged() -> None:
     times = [2.0] * 1023 + [2.6]
     gang_step(d, 100, times, T0)
     assert [r.node for r in gang_step(d, 200, times, T0)] == ["gpu-1023"]
+
+
+def test_one_write_claiming_many_steps_is_not_enough() -> None:
+    # The job counts its own steps: a single report of 1,000 slow steps names nobody,
+    # and the detector's own clock must see the pod slow for min_span too.
+    d = detector(min_span=timedelta(minutes=10))
+    assert gang_step(d, 1000, [2.0, 2.0, 2.6], T0, steps=1000) == []
+    assert gang_step(d, 1100, [2.0, 2.0, 2.6], T0 + timedelta(minutes=5)) == []
+    [report] = gang_step(d, 1200, [2.0, 2.0, 2.6], T0 + timedelta(minutes=10))
+    assert report.node == "gpu-2"
+
+
+def test_a_pod_flapping_slow_and_fast_reports_at_most_once_a_span() -> None:
+    d = detector(min_span=timedelta(minutes=10))
+    sent = []
+    for minute in range(0, 60):  # slow, fast, slow, ... every minute for an hour
+        slow = 2.6 if minute % 2 == 0 else 2.0
+        now = T0 + timedelta(minutes=minute)
+        sent += gang_step(d, 100 * (minute + 1), [2.0, 2.0, slow], now)
+    assert sent == []
+
+
+def test_a_pod_without_gpus_takes_no_part() -> None:
+    d = detector()
+    cpu_only = pod(2, 100, 9.0)
+    cpu_only["spec"]["containers"] = [{"name": "x", "resources": {}}]
+    gang_step(d, 100, [2.0, 2.0], T0)
+    assert d.observe("MODIFIED", cpu_only, T0) == []
+    assert len(d) == 2
+
+
+def test_a_relist_forgets_pods_deleted_while_unwatched_and_silent_pods_age_out() -> None:
+    d = detector()
+    gang_step(d, 100, [2.0, 2.0, 2.0, 2.0], T0)
+    d.resync({"uid-ml-llm-0", "uid-ml-llm-1"}, T0)
+    assert len(d) == 2
+    later = T0 + 5 * POLICY.stale_after  # silent for longer than four stale_after
+    d.observe("MODIFIED", pod(7, 100, 2.0, job="other"), later)
+    assert len(d) == 1
+
+
+def test_an_unreadable_value_is_remembered_by_digest_not_kept() -> None:
+    d = detector()
+    huge = '{"version": 2, "pad": "' + "x" * 200_000 + '"}'
+    d.observe("MODIFIED", pod(0, 0, 0, raw=huge), T0)
+    assert d.unreadable == 1
+    assert all(len(v) <= 16 for v in d._unreadable_seen.values())
