@@ -589,7 +589,7 @@ class StragglerPolicy(PolicyModel):
         "reporting, or the pod hangs).",
     )
     min_span: Duration = Field(
-        default=timedelta(minutes=10),
+        default=timedelta(minutes=5),
         ge=timedelta(0),
         description="Besides min_steps (which the job counts itself), the detector's own time "
         "a pod must stay slow, over two reports at least, before its node is reported: one "
