@@ -85,7 +85,7 @@ class NodeState:
     job: str | None = None
     """The training job whose pod runs here."""
     counted: tuple[bool, bool, bool, bool] = (False, False, False, False)
-    """(available, healthy, schedulable) as last added to the availability accounting."""
+    """(available, healthy, schedulable, working) as last added to the accounting."""
 
     @property
     def provider_id(self) -> str:
