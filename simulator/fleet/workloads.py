@@ -372,13 +372,7 @@ class Workloads:
                 break
         if not standing:
             return  # withdrawn (the incident was aborted or no longer needs the node)
-        # Over HTTP with the client training code uses (checkpoint_client), as a pod would.
-        kube = KubeConfig(base_url=fleet.kube_url, token_path=None, ca_path=None)
-        try:
-            patch_pod_annotations(kube, ns, pods[0], {ANSWER_ANNOTATION: answer.to_json()})
-        except KubeError as err:
-            if err.status != 404:
-                raise
+        if not self._patch_pod(pods[0], {ANSWER_ANNOTATION: answer.to_json()}):
             return  # the pod was deleted meanwhile (drained): nothing left to answer on
         with fleet.lock:
             self.stats.checkpoints_answered += 1
@@ -494,38 +488,23 @@ class Workloads:
         A window begun before the change would give the earlier steps the new times.
         """
         fleet = self._fleet
-        interval = self.config.step_times
-        assert interval is not None
         now = fleet.clock.now()
         with fleet.lock:
-            job = self.jobs[name]
-            attempt = job.attempt
-            if attempt is None or not job.running or (job.run, job.restarts) != (run, restarts):
+            job = self._attempt_of(name, run, restarts)
+            if job is None or job.attempt is None:
                 return
-            job.reported_step = int(attempt.work_at(now) / STEP_SECONDS)
-            job.step_token += 1
-            token = job.step_token
-        fleet.scheduler.call_at(
-            now + interval.total_seconds(), lambda: self._report_steps(name, run, restarts, token)
-        )
+            job.reported_step = int(job.attempt.work_at(now) / STEP_SECONDS)
+        self._report_later(name, run, restarts, now)
 
     def _report_steps(self, name: str, run: int, restarts: int, token: int) -> None:
         """Write each pod's step time; again one interval on while the job is slow."""
         fleet = self._fleet
-        interval = self.config.step_times
-        assert interval is not None
         now = fleet.clock.now()
         with fleet.lock:
-            job = self.jobs[name]
-            attempt = job.attempt
-            stale = token != job.step_token
-            if (
-                stale
-                or attempt is None
-                or not job.running
-                or (job.run, job.restarts) != (run, restarts)
-            ):
+            job = self._attempt_of(name, run, restarts)
+            if job is None or job.attempt is None or token != job.step_token:
                 return
+            attempt = job.attempt
             step = int(attempt.work_at(now) / STEP_SECONDS)
             last = job.reported_step if job.reported_step is not None else -1
             if step <= last:
@@ -538,24 +517,45 @@ class Workloads:
                 if n in fleet.nodes
             ]
             slow = attempt.rate < 1.0
-            if slow:
-                job.step_token += 1
-                next_token = job.step_token
-        kube = KubeConfig(base_url=fleet.kube_url, token_path=None, ca_path=None)
         for pod, seconds in times:
             value = StepTime(step=step, seconds=seconds, steps=min(steps, step + 1)).to_json()
-            try:
-                patch_pod_annotations(
-                    kube, self.config.namespace, pod, {STEP_TIME_ANNOTATION: value}
-                )
-            except KubeError as err:
-                if err.status != 404:
-                    raise  # a pod deleted meanwhile (drained) has nothing to report on
+            self._patch_pod(pod, {STEP_TIME_ANNOTATION: value})  # a drained pod reports nothing
         if slow:
-            fleet.scheduler.call_at(
-                now + interval.total_seconds(),
-                lambda: self._report_steps(name, run, restarts, next_token),
-            )
+            self._report_later(name, run, restarts, now)
+
+    def _attempt_of(self, name: str, run: int, restarts: int) -> TrainingJob | None:
+        """The job while it still runs attempt (``run``, ``restarts``); caller holds the lock."""
+        job = self.jobs[name]
+        if not job.running or (job.run, job.restarts) != (run, restarts):
+            return None
+        return job
+
+    def _report_later(self, name: str, run: int, restarts: int, now: float) -> None:
+        """Schedule the attempt's next step-time report (it replaces any one pending)."""
+        interval = self.config.step_times
+        assert interval is not None
+        with self._fleet.lock:
+            job = self.jobs[name]
+            job.step_token += 1
+            token = job.step_token
+        self._fleet.scheduler.call_at(
+            now + interval.total_seconds(), lambda: self._report_steps(name, run, restarts, token)
+        )
+
+    def _patch_pod(self, pod: str, annotations: dict[str, str]) -> bool:
+        """PATCH the pod's annotations over HTTP with checkpoint_client, as training code does.
+
+        Returns:
+            False when the pod is gone (deleted meanwhile, e.g. drained).
+        """
+        kube = KubeConfig(base_url=self._fleet.kube_url, token_path=None, ca_path=None)
+        try:
+            patch_pod_annotations(kube, self.config.namespace, pod, annotations)
+        except KubeError as err:
+            if err.status != 404:
+                raise
+            return False
+        return True
 
     def _rate(self, job: TrainingJob) -> float:
         # Caller holds the lock. Every rank of a gang waits for the slowest one.
