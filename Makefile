@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast lint types pytest demo worker bench clean
+.PHONY: test test-fast lint types pytest demo worker bench manifests clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ pytest: $(STAMP)
 # suite (`make test`) takes about 13 minutes on 2 cores.
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m unit
+
+# deploy/ from the Helm chart (charts/gpu-remediation), its one source.
+manifests: $(STAMP)
+	$(BIN)/python -m tests.deploy.make_manifests
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
