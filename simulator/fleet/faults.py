@@ -452,6 +452,12 @@ class FaultDuration(_Strict):
         return math.exp(rng.uniform(math.log(low), math.log(high)))
 
 
+def _may_last(kind: FaultKind) -> bool:
+    """Whether a mix may give ``kind`` a duration (slowdowns; nothing on the node to fix)."""
+    info = FAULTS[kind]
+    return info.slowdown > 1.0 or info.fix in (Fix.NONE, Fix.OUTSIDE)
+
+
 class FaultMix(_Strict):
     """Random faults: a rate per node-hour for each kind, times ``multiplier``.
 
@@ -474,6 +480,18 @@ class FaultMix(_Strict):
             bad = {k.value: r for k, r in rates.items() if r < 0 or math.isnan(r)}
             if bad:
                 raise ValueError(f"{name} must be >= 0: {bad}")
+        return self
+
+    @model_validator(mode="after")
+    def _lasts_only_for_transient_kinds(self) -> FaultMix:
+        # A hard fault that went away by itself would be a different fault: a fallen-off
+        # GPU or a dead host does not heal, and a model that let it would hand every
+        # policy free repairs. Slowdowns come and go (Greyhound: sub-minute to about 10
+        # hours), as do faults with nothing on the node to fix.
+        hard = sorted(k.value for k in self.lasts if not _may_last(k))
+        if hard:
+            allowed = sorted(k.value for k in FaultKind if _may_last(k))
+            raise ValueError(f"lasts cannot end hard faults {hard}; kinds that may: {allowed}")
         return self
 
     def per_node_hour(self) -> float:

@@ -152,6 +152,18 @@ def test_a_duration_range_must_be_ordered(tmp_path: Path) -> None:
         FaultMix.load(path)
 
 
+def test_only_slowdowns_and_faults_with_nothing_to_fix_may_last(tmp_path: Path) -> None:
+    path = tmp_path / "hard.yaml"
+    path.write_text("lasts: {fallen_off_bus: {shortest: 1m, longest: 1h}}\n")
+    with pytest.raises(ScenarioError, match=r"cannot end hard faults \['fallen_off_bus'\]"):
+        FaultMix.load(path)
+    path.write_text(
+        "lasts: {network_outage: {shortest: 1m, longest: 1h}, efa_degraded: "
+        "{shortest: 1m, longest: 1h}}\n"
+    )
+    assert set(FaultMix.load(path).lasts) == {FaultKind.NETWORK_OUTAGE, FaultKind.EFA_DEGRADED}
+
+
 def test_extra_rates_add_faults_and_leave_the_base_plan_as_it_was() -> None:
     base = FaultMix.llama3(multiplier=100)
     more = base.model_copy(update={"extra_rates": {FaultKind.GPU_THROTTLED: 0.001}})
