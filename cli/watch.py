@@ -26,6 +26,7 @@ from gpu_remediation.telemetry import install_service_runtime
 from gpu_remediation.temporal_setup import connect
 from triggers.checkpoint_relay import CheckpointRelay
 from triggers.metrics import WatcherMetrics
+from triggers.nvsentinel import ExternalRemediationRelay
 from triggers.starter import IncidentStarter
 from triggers.stragglers import StragglerDetector
 from triggers.watcher import NodeConditionWatcher
@@ -122,6 +123,14 @@ def watch(
             "(docs/checkpoint-contract.md).",
         ),
     ] = True,
+    nvsentinel: Annotated[
+        bool,
+        typer.Option(
+            "--nvsentinel/--no-nvsentinel",
+            help="Also take NVIDIA NVSentinel's ExternalRemediationRequests into incidents "
+            "and write each incident's outcome back on its request (docs/nvsentinel.md).",
+        ),
+    ] = False,
     log_format: Annotated[
         str | None,
         typer.Option(
@@ -186,6 +195,7 @@ def watch(
                 namespace=namespace,
                 health_bind=settings.health_bind,
                 checkpoint_relay=checkpoint_relay,
+                nvsentinel=nvsentinel,
                 gpu_resource=settings.gpu_resource,
             )
         )
@@ -203,6 +213,7 @@ async def _run(
     namespace: str | None,
     health_bind: str | None = None,
     checkpoint_relay: bool = True,
+    nvsentinel: bool = False,
     gpu_resource: str = "nvidia.com/gpu",
 ) -> None:
     profile = ClientConfigProfile.load()
@@ -251,11 +262,20 @@ async def _run(
             stragglers=detector,
             report_stragglers=watcher.add_reports if detector is not None else None,
         )
+    runs = [watcher.run(stop)]
+    if relay is not None:
+        runs.append(relay.run(stop))
+    if nvsentinel:
+        handovers = ExternalRemediationRelay(
+            api,
+            starter,
+            client,
+            watches=watcher.watches,
+            ready=lambda: watcher.source.lists > 0,
+        )
+        runs.append(handovers.run(stop))
     try:
-        if relay is None:
-            await watcher.run(stop)
-        else:
-            await asyncio.gather(watcher.run(stop), relay.run(stop))
+        await asyncio.gather(*runs)
     finally:
         if health is not None:
             await health.stop()

@@ -44,6 +44,7 @@ from triggers.starter import IncidentStarter
 
 if TYPE_CHECKING:
     from triggers.checkpoint_relay import CheckpointRelay
+    from triggers.nvsentinel import ExternalRemediationRelay
     from triggers.watcher import NodeConditionWatcher
 
 log = logging.getLogger("gpu_remediation.demo")
@@ -77,6 +78,8 @@ class StackOptions:
             ``SteppedClock`` (the clock-free what-if, ADR 018) is the time-skipping
             test server's: the watcher then reads it, and every listing of runs goes
             through ``ListingVisibility`` (that server has no visibility).
+        nvsentinel: Also run the NVSentinel relay (``triggers.nvsentinel``) beside the
+            watcher: NVIDIA NVSentinel's ExternalRemediationRequests into incidents.
     """
 
     fleet: FleetConfig
@@ -93,6 +96,7 @@ class StackOptions:
     before_clock: Callable[[DemoStack], Awaitable[None]] | None = None
     alerts: AlertmanagerTimings | None = None
     clock: FleetClock | None = None
+    nvsentinel: bool = False
 
     @property
     def on_test_server(self) -> bool:
@@ -138,6 +142,8 @@ class DemoStack:
         self._watch_task: asyncio.Task[None] | None = None
         self.relay: CheckpointRelay | None = None
         self._relay_task: asyncio.Task[None] | None = None
+        self.handovers: ExternalRemediationRelay | None = None
+        self._handovers_task: asyncio.Task[None] | None = None
         self._address = address
         self.receiver: ReceiverProcess | None = None
         self._receiver_token = ""
@@ -212,6 +218,20 @@ class DemoStack:
         )
         self._watch_stop = asyncio.Event()
         self._watch_task = asyncio.create_task(self.watcher.run(self._watch_stop))
+        if self.options.nvsentinel:
+            from triggers.nvsentinel import ExternalRemediationRelay
+
+            watcher = self.watcher
+            self.handovers = ExternalRemediationRelay(
+                self._api,
+                self.starter,
+                self.client,
+                watches=watcher.watches,
+                ready=lambda: watcher.source.lists > 0,
+                clock=now,
+                poll_interval=self.options.watcher_tick,
+            )
+            self._handovers_task = asyncio.create_task(self.handovers.run(self._watch_stop))
         if not self.options.relay or not self.options.policy.jobs.enabled:
             # Incidents under such a policy never annotate a pod (workflows/node_jobs.py),
             # so the relay would only parse every pod event of the fleet for nothing: at
@@ -241,7 +261,9 @@ class DemoStack:
         is dropped. :meth:`start_watcher` then brings up fresh ones that list every
         node from scratch, as a restarted ``remediate watch`` does.
         """
-        tasks = [t for t in (self._watch_task, self._relay_task) if t is not None]
+        tasks = [
+            t for t in (self._watch_task, self._relay_task, self._handovers_task) if t is not None
+        ]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -251,7 +273,8 @@ class DemoStack:
         if self._api is not None:
             self._api.close()
         self._api = None
-        self._watch_task = self._relay_task = None
+        self._watch_task = self._relay_task = self._handovers_task = None
+        self.handovers = None
         self.watcher = None
         self.relay = None
         return lost
@@ -337,6 +360,10 @@ class DemoStack:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._relay_task
             self._relay_task = None
+        if self._handovers_task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._handovers_task
+            self._handovers_task = None
         if force:
             self.worker.kill()
         else:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpu_remediation import catalog
+from gpu_remediation import catalog, nvsentinel
 from gpu_remediation.models import (
     AlertEvidence,
     Classification,
@@ -23,6 +23,7 @@ from gpu_remediation.models import (
     Evidence,
     FaultClass,
     ManualEvidence,
+    NvSentinelEvidence,
     Rung,
     StragglerEvidence,
     XidEvidence,
@@ -167,6 +168,18 @@ def _from_straggler(e: StragglerEvidence) -> _Finding:
     return _Finding(subject, FC.STRAGGLER)
 
 
+def _from_nvsentinel(e: NvSentinelEvidence) -> _Finding:
+    subject = f"NVSentinel {e.check_name or 'health event'}{_where(e.gpu_index)}"
+    xid = nvsentinel.xid_of(e)
+    if xid is not None:
+        fault_class, meaning = _xid_class(xid)
+        return _Finding(f"{subject}: Xid {xid}, {meaning}", fault_class, e.gpu_index)
+    fault_class, meaning = nvsentinel.RECOMMENDED_ACTIONS.get(
+        e.recommended_action, (FC.UNKNOWN, f"NVSentinel's action {e.recommended_action!r}")
+    )
+    return _Finding(f"{subject}: {meaning}", fault_class, e.gpu_index)
+
+
 def _xid_item(message: str) -> str:
     """The finding of a condition message (``; ``-separated) that names its first Xid."""
     for item in message.split(";"):
@@ -280,6 +293,8 @@ def _finding(e: Evidence) -> _Finding:
         found = _from_alert(e)
     elif isinstance(e, StragglerEvidence):
         found = _from_straggler(e)
+    elif isinstance(e, NvSentinelEvidence):
+        found = _from_nvsentinel(e)
     else:
         found = _from_manual(e)
     return dataclasses.replace(found, cleared=e.cleared) if e.cleared else found

@@ -20,6 +20,7 @@ from gpu_remediation.models import (
     EfaEvidence,
     Evidence,
     ManualEvidence,
+    NvSentinelEvidence,
     StragglerEvidence,
     XidEvidence,
 )
@@ -144,6 +145,10 @@ def evidence_text(item: Evidence, *, max_message: int | None = None) -> str:
             f"straggler in job {item.job}: {item.slower_by:.0%} slower than its gang's median "
             f"for {item.steps} steps ({item.gang} pods compared)"
         )
+    elif isinstance(item, NvSentinelEvidence):
+        text = f"NVSentinel request {item.request}"
+        if item.check_name:
+            text += f" ({item.check_name}, {item.recommended_action or 'no action'})"
     else:  # pragma: no cover - the union is closed
         text = item.key
     if item.message:

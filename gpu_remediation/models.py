@@ -263,6 +263,32 @@ class StragglerEvidence(EvidenceBase):
         return f"straggler/{self.job}/{self.pod}"
 
 
+class NvSentinelEvidence(EvidenceBase):
+    """A node NVIDIA's NVSentinel handed over for remediation (an ExternalRemediationRequest).
+
+    The request's health event, as NVSentinel's fault-remediation copied it into
+    ``spec.healthEvent`` (gpu_remediation/nvsentinel.py reads and bounds it). The
+    node is the one the request names: only a party with RBAC to create the
+    cluster-scoped request (NVSentinel, a cluster admin) can name one.
+    """
+
+    kind: Literal["nvsentinel"] = "nvsentinel"
+    request: str = Field(min_length=1, max_length=253, description="The request's name.")
+    check_name: str = Field(default="", max_length=256)
+    component_class: str = Field(default="", max_length=64)
+    error_codes: list[Annotated[str, Field(max_length=64)]] = Field(
+        default_factory=list, max_length=16
+    )
+    recommended_action: str = Field(default="", max_length=64)
+    is_fatal: bool = False
+    gpu_index: GpuIndex | None = None
+
+    @property
+    def key(self) -> str:
+        """One signal per request."""
+        return f"nvsentinel/{self.request}"
+
+
 Evidence = Annotated[
     XidEvidence
     | DcgmEvidence
@@ -270,7 +296,8 @@ Evidence = Annotated[
     | ConditionEvidence
     | AlertEvidence
     | ManualEvidence
-    | StragglerEvidence,
+    | StragglerEvidence
+    | NvSentinelEvidence,
     Field(discriminator="kind"),
 ]
 

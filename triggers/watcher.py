@@ -444,6 +444,10 @@ class NodeConditionWatcher:
         self.tracker.forget(event.name)
         return []
 
+    def watches(self, node: str) -> bool:
+        """Whether ``node`` is one of the nodes this watcher watches (listed, selected)."""
+        return node in self._watched
+
     def add_reports(self, reports: Iterable[Report]) -> None:
         """Queue reports from another source (the straggler detector) for delivery.
 

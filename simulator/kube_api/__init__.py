@@ -16,12 +16,23 @@ Standalone: ``python -m simulator.kube_api --port 8001 --write-kubeconfig kubeco
 from .errors import ApiError
 from .faults import FaultInjector, FaultRule, RequestRecord
 from .jobs import HostResult, HostRunner, JobKubelet, job_command
-from .resources import EVENTS, JOBS, NODECLAIMS, NODEPOOLS, NODES, PDBS, PODS, ResourceType
+from .resources import (
+    EVENTS,
+    EXTERNAL_REMEDIATION_REQUESTS,
+    JOBS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PDBS,
+    PODS,
+    ResourceType,
+)
 from .seeding import NODEPOOL_LABEL, TERMINATION_FINALIZER, KubeStore, owner_reference
 from .server import KubeApiServer
 
 __all__ = [
     "EVENTS",
+    "EXTERNAL_REMEDIATION_REQUESTS",
     "JOBS",
     "NODECLAIMS",
     "NODEPOOLS",

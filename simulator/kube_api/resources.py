@@ -222,7 +222,33 @@ NODEPOOLS = ResourceType(
     return_deleted_object=True,
 )
 
-ALL_RESOURCES: tuple[ResourceType, ...] = (NODES, PODS, EVENTS, PDBS, JOBS, NODECLAIMS, NODEPOOLS)
+# NVIDIA NVSentinel's hand-over of a node to an external remediator (its janitor's CRD
+# external_remediation.crd.yaml: cluster-scoped, status subresource; gpu_remediation/
+# nvsentinel.py). Served so the tests and the demo run the NVSentinel trigger.
+EXTERNAL_REMEDIATION_REQUESTS = ResourceType(
+    group="nvsentinel.dgxc.nvidia.com",
+    version="v1",
+    plural="externalremediationrequests",
+    singular="externalremediationrequest",
+    kind="ExternalRemediationRequest",
+    namespaced=False,
+    has_generation=True,
+    merge_keys=None,
+    struct_fields=(),
+    return_deleted_object=True,
+    short_names=("extrr",),
+)
+
+ALL_RESOURCES: tuple[ResourceType, ...] = (
+    NODES,
+    PODS,
+    EVENTS,
+    PDBS,
+    JOBS,
+    NODECLAIMS,
+    NODEPOOLS,
+    EXTERNAL_REMEDIATION_REQUESTS,
+)
 
 BY_KEY: dict[str, ResourceType] = {r.key: r for r in ALL_RESOURCES}
 

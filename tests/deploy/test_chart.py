@@ -254,3 +254,30 @@ def test_the_alerts_read_the_configured_exporter_only_and_the_dashboard_ships() 
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = json.loads((CHART / "dashboards" / "gpu-remediation.json").read_text())
     assert json.loads(dashboard["data"]["gpu-remediation.json"]) == shipped
+
+
+def test_nvsentinel_adds_the_watchers_flag_and_only_the_rules_its_relay_needs() -> None:
+    def watcher(values: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+        docs = documents(render(values))
+        deployment = _find(docs, "Deployment", "gpu-remediation-watcher")
+        role = _find(docs, "ClusterRole", "gpu-remediation-watcher")
+        return deployment["spec"]["template"]["spec"]["containers"][0]["args"], role["rules"]
+
+    args, rules = watcher(MINIMAL)
+    assert "--nvsentinel" not in args
+    assert all("nvsentinel.dgxc.nvidia.com" not in r["apiGroups"] for r in rules)
+    args, rules = watcher(_merged(MINIMAL, {"nvsentinel": {"enabled": True}}))
+    assert args[-1] == "--nvsentinel"
+    granted = {
+        (resource, verb)
+        for r in rules
+        if r["apiGroups"] == ["nvsentinel.dgxc.nvidia.com"]
+        for resource in r["resources"]
+        for verb in r["verbs"]
+    }
+    assert granted == {
+        ("externalremediationrequests", "list"),
+        ("externalremediationrequests", "watch"),
+        ("externalremediationrequests", "patch"),
+        ("externalremediationrequests/status", "patch"),
+    }

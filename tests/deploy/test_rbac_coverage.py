@@ -11,6 +11,7 @@ without a rule fails even if no scenario below exercises it).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from datetime import UTC, datetime, timedelta
@@ -33,12 +34,21 @@ from gpu_remediation.jobs import OPT_IN_ANNOTATION, OPT_IN_VALUE
 from gpu_remediation.models import FaultClass, Rung, Urgency
 from gpu_remediation.policy import DEFAULT_JOB_LABEL_KEYS
 from gpu_remediation.settings import Settings
-from simulator.kube_api import NODES, HostResult, JobKubelet, KubeApiServer, KubeStore
+from simulator.kube_api import (
+    EXTERNAL_REMEDIATION_REQUESTS,
+    NODES,
+    HostResult,
+    JobKubelet,
+    KubeApiServer,
+    KubeStore,
+)
 from tests.activities.ssm_support import fixture
-from tests.deploy.rbac_support import Access, attributes, role
+from tests.deploy.chart_support import documents, render
+from tests.deploy.rbac_support import Access, attributes, role, rule_accesses
 from tests.deploy.support import DEPLOY, REPO, yaml_documents
 from tests.gpu_remediation.nccl_outputs import all_reduce_output
 from triggers.list_watch import ListWatch
+from triggers.nvsentinel import ExternalRemediationRelay
 from triggers.watcher import NodeSource
 
 ENV = ActivityEnvironment()
@@ -311,3 +321,66 @@ def test_the_receiver_has_no_kubernetes_credentials() -> None:
         for s in d["subjects"]
     ]
     assert "gpu-remediation-receiver" not in bound
+
+
+class _Starter:
+    """Stands in for the incident starter (Temporal is not what this test is about)."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, str | None]] = []
+
+    def workflow_id(self, node: str) -> str:
+        return f"test/{node}"
+
+    async def report(self, node: str, evidence: Any, *, report_id: str | None = None) -> str:
+        self.reports.append((node, report_id))
+        return self.workflow_id(node)
+
+
+async def test_the_nvsentinel_rules_allow_the_relays_calls_and_nothing_more(
+    kube: KubeApiServer, store: KubeStore, api: Any
+) -> None:
+    # The chart's watcher role with nvsentinel.enabled, less the role deploy/ holds.
+    docs = documents(
+        render({"settings": {"GPU_REMEDIATION_CLUSTER": "c"}, "nvsentinel": {"enabled": True}})
+    )
+    [enabled] = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpu-remediation-watcher"
+    ]
+    extra = rule_accesses(enabled["rules"]) - WATCHER
+    for name, node in (("err-watched", "gpu-1"), ("err-elsewhere", "cpu-1")):
+        store.create(
+            EXTERNAL_REMEDIATION_REQUESTS,
+            {
+                "apiVersion": "nvsentinel.dgxc.nvidia.com/v1",
+                "kind": "ExternalRemediationRequest",
+                "metadata": {"name": name},
+                "spec": {"healthEvent": {"nodeName": node, "recommendedAction": "RESTART_BM"}},
+            },
+        )
+    starter = _Starter()
+    relay = ExternalRemediationRelay(
+        api,
+        starter,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        watches=lambda node: node == "gpu-1",
+        ready=lambda: True,
+    )
+    thread = threading.Thread(target=relay.source.run, daemon=True)
+    thread.start()
+    deadline = datetime.now(UTC) + timedelta(seconds=10)
+    while relay.source.lists == 0 or not any(
+        r.query and "watch=" in r.query for r in kube.requests()
+    ):
+        assert datetime.now(UTC) < deadline, "the relay never watched"
+        await asyncio.sleep(0.02)
+    await relay.pass_once()  # takes one request, answers the other
+    relay.source.stop()
+    thread.join(5)
+    uid = store.get(EXTERNAL_REMEDIATION_REQUESTS, "err-watched")["metadata"]["uid"]
+    assert starter.reports == [("gpu-1", f"nvsentinel-{uid}")]
+    assert relay.answered == 1
+    made = requested(kube)
+    assert made == extra, sorted(map(str, made))

@@ -48,6 +48,7 @@ class MakeStack(Protocol):
         policy: str = "",
         time_factor: float = FAST,
         window_floor: timedelta | None = WINDOW_FLOOR,
+        nvsentinel: bool = False,
         **fleet: Any,
     ) -> Awaitable[DemoStack]: ...
 
@@ -64,6 +65,7 @@ async def make_stack(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncItera
         policy: str = "",
         time_factor: float = FAST,
         window_floor: timedelta | None = WINDOW_FLOOR,
+        nvsentinel: bool = False,
         **fleet: Any,
     ) -> DemoStack:
         tag = uuid.uuid4().hex[:8]
@@ -80,6 +82,7 @@ async def make_stack(dev_env: WorkflowEnvironment, tmp_path: Path) -> AsyncItera
             semaphore_workflow_id=f"semaphore-e2e-{tag}",
             poll_interval=timedelta(milliseconds=50),
             watcher_tick=0.1,
+            nvsentinel=nvsentinel,
         )
         stack = DemoStack(dev_env.client, address, options)
         stacks.append(stack)
