@@ -128,6 +128,15 @@ def demo(
     chaos_faults: Annotated[
         int, typer.Option("--chaos-faults", min=1, help="With --chaos: faults of each kind.")
     ] = 2,
+    nvsentinel: Annotated[
+        bool,
+        typer.Option(
+            "--nvsentinel",
+            help="Also run NVIDIA NVSentinel's path: a simulated NVSentinel hands each Xid "
+            "fault over as an ExternalRemediationRequest, the watcher takes it and writes "
+            "the outcome back (docs/nvsentinel.md).",
+        ),
+    ] = False,
 ) -> None:
     """Run the remediation end to end on a simulated GPU fleet, then summarize.
 
@@ -166,6 +175,7 @@ def demo(
             chaos=chaos,
             chaos_kinds=chaos_kinds,
             chaos_faults=chaos_faults,
+            nvsentinel=nvsentinel,
         )
         run = DemoRun(options, out=Console(soft_wrap=True), err=err)
     except DemoError as error:

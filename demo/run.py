@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich.console import Console
@@ -70,6 +71,7 @@ from simulator.fleet import (
     parse_pools,
 )
 from simulator.fleet.config import AdmissionSimConfig
+from simulator.kube_api import EXTERNAL_REMEDIATION_REQUESTS
 
 log = logging.getLogger("gpu_remediation.demo")
 
@@ -117,6 +119,7 @@ class DemoOptions(BaseModel):
     chaos: bool = False
     chaos_kinds: str = "all"
     chaos_faults: int = Field(default=2, ge=1, le=100)
+    nvsentinel: bool = False
 
     @field_validator("chaos_kinds")
     @classmethod
@@ -361,6 +364,7 @@ class DemoRun:
                 poll_interval=real_poll_interval(self.options.time_factor),
                 watcher_tick=real_watcher_tick(self.options.time_factor),
                 watcher_backoff=real_watcher_backoff(self.options.time_factor),
+                nvsentinel=self.options.nvsentinel,
             ),
         )
         self.ui.print(
@@ -491,7 +495,7 @@ class DemoRun:
             admission = summarize_admissions(
                 results, time_factor=self.options.time_factor, running=running
             )
-        return summarize(
+        summary = summarize(
             incidents,
             stack.fleet.snapshot(),
             replacement_cap=self.policy.replacement.max_concurrent,
@@ -501,6 +505,25 @@ class DemoRun:
             temporal_ui=server.ui_url,
             admission=admission,
         )
+        if self.options.nvsentinel:
+            summary = summary.model_copy(update={"nvsentinel": await self._nvsentinel(stack)})
+        return summary
+
+    async def _nvsentinel(self, stack: DemoStack) -> dict[str, int]:
+        """NVSentinel's requests once the relay has answered those of closed incidents.
+
+        The relay answers on its next pass after an incident closes; the incidents are
+        settled here, so a few passes (at most 10 real seconds) answer the rest.
+        """
+        deadline = time.monotonic() + max(10.0, 5 * stack.options.watcher_tick)
+        while True:
+            requests = await asyncio.to_thread(
+                stack.fleet.store.peek, EXTERNAL_REMEDIATION_REQUESTS
+            )
+            counts = nvsentinel_counts(requests)
+            if counts["open"] == 0 or time.monotonic() >= deadline:
+                return counts
+            await asyncio.sleep(stack.options.watcher_tick)
 
     def _print_summary(self, summary: DemoSummary) -> None:
         self.ui.print()
@@ -615,3 +638,16 @@ def options_from(**fields: object) -> DemoOptions:
             f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in err.errors()
         )
         raise DemoError(problems) from err
+
+
+def nvsentinel_counts(requests: list[dict[str, Any]]) -> dict[str, int]:
+    """NVSentinel's requests by their ``ExternalRemediationComplete`` status."""
+    counts = {"requests": len(requests), "true": 0, "false": 0, "open": 0}
+    for request in requests:
+        conditions = (request.get("status") or {}).get("conditions") or []
+        status = next(
+            (c.get("status") for c in conditions if c.get("type") == "ExternalRemediationComplete"),
+            None,
+        )
+        counts[{"True": "true", "False": "false"}.get(str(status), "open")] += 1
+    return counts

@@ -40,6 +40,7 @@ from gpu_remediation.visibility import ListingVisibility, ServerVisibility, Visi
 from simulator.alertmanager import AlertmanagerTimings, SimulatedAlertmanager, fleet_alerts
 from simulator.fleet import Fleet, FleetConfig
 from simulator.fleet.clock import FleetClock, SteppedClock
+from simulator.nvsentinel import SimulatedNvSentinel
 from triggers.starter import IncidentStarter
 
 if TYPE_CHECKING:
@@ -78,8 +79,10 @@ class StackOptions:
             ``SteppedClock`` (the clock-free what-if, ADR 018) is the time-skipping
             test server's: the watcher then reads it, and every listing of runs goes
             through ``ListingVisibility`` (that server has no visibility).
-        nvsentinel: Also run the NVSentinel relay (``triggers.nvsentinel``) beside the
-            watcher: NVIDIA NVSentinel's ExternalRemediationRequests into incidents.
+        nvsentinel: NVIDIA NVSentinel's path too: a simulated NVSentinel
+            (``simulator.nvsentinel``) hands every Xid fault over as an
+            ExternalRemediationRequest, and the relay (``triggers.nvsentinel``) beside
+            the watcher takes them into incidents and answers them.
     """
 
     fleet: FleetConfig
@@ -148,6 +151,7 @@ class DemoStack:
         self.receiver: ReceiverProcess | None = None
         self._receiver_token = ""
         self.alertmanager: SimulatedAlertmanager | None = None
+        self.nvsentinel: SimulatedNvSentinel | None = None
 
     def worker_env(self) -> dict[str, str]:
         """The environment that points ``remediate worker`` at the fleet."""
@@ -179,6 +183,10 @@ class DemoStack:
             self.start_watcher()
             if self.options.alerts is not None:
                 await self._start_alerting(self.options.alerts)
+            if self.options.nvsentinel:
+                self.nvsentinel = SimulatedNvSentinel(
+                    self.fleet, interval=self.options.watcher_tick
+                ).start()
             if self.options.before_clock is not None:
                 await self.options.before_clock(self)
             self.fleet.start_clock()
@@ -340,6 +348,9 @@ class DemoStack:
                 while running (its error).
         """
         alerting_error: RuntimeError | None = None
+        if self.nvsentinel is not None:
+            await asyncio.to_thread(self.nvsentinel.stop)
+            self.nvsentinel = None
         if self.alertmanager is not None:
             try:
                 await asyncio.to_thread(self.alertmanager.stop)

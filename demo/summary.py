@@ -142,6 +142,9 @@ class DemoSummary(BaseModel):
     temporal_ui: str | None
     admission: AdmissionSummary | None = None
     """Node admission (burn-in) figures; None when the demo ran without the gate."""
+    nvsentinel: dict[str, int] | None = None
+    """NVSentinel's requests (``--nvsentinel``): ``requests`` and how many are answered
+    ``true``, ``false`` or still ``open``; None when the demo ran without it."""
     mttr_clock_p50_s: float | None = None
     """MTTR p50 on the simulator's clock (None: no clock given, or no resolved incident)."""
     mttr_clock_p95_s: float | None = None
@@ -450,6 +453,13 @@ def render(summary: DemoSummary) -> RenderableType:
             facts.add_row(label, text)
     if summary.admission is not None:
         facts.add_row("Node admission", admission_text(summary.admission, duration_text))
+    if summary.nvsentinel is not None:
+        n = summary.nvsentinel
+        facts.add_row(
+            "NVSentinel requests",
+            f"{n['requests']}: {n['true']} answered remediated, {n['false']} answered not, "
+            f"{n['open']} open",
+        )
     injected = ", ".join(f"{k} {v}" for k, v in summary.faults_injected.items()) or "none"
     facts.add_row("Faults injected", injected)
     facts.add_row(

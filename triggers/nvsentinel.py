@@ -12,7 +12,8 @@ relay lists and watches those requests and, for each one nobody has completed:
    picked-up-at``, written with the request's resourceVersion as precondition, so two
    relays cannot both take it), then reports its health event as evidence to the
    node's incident (report id ``nvsentinel-<uid>``: delivered twice, counted once);
-3. once the node's incident has ended (closed after the request was taken), writes the
+3. once the node's incident has its outcome (it has taken the request and ended, or
+   it still runs, watching the node for a relapse, with the outcome set), writes the
    condition ``ExternalRemediationComplete`` on the request's status: ``True`` when the
    node was repaired, recovered, replaced or found healthy, ``False`` when it was
    handed to a person or nothing was done (reason: the outcome), with the incident's
@@ -31,16 +32,24 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from temporalio.common import QueryRejectCondition
 from temporalio.service import RPCError, RPCStatusCode
 
 from gpu_remediation import nvsentinel as nvs
-from gpu_remediation.workflow_models import NodeRemediationResult
+from gpu_remediation.ids import Queries
+from gpu_remediation.models import NvSentinelEvidence, Outcome
+from gpu_remediation.workflow_models import NodeRemediationResult, NodeRemediationState
 from triggers.list_watch import ListWatch
 from triggers.starter import IncidentStarter, TemporalUnavailableError
 
@@ -49,6 +58,8 @@ log = logging.getLogger("gpu_remediation.nvsentinel")
 REPORT_PREFIX = "nvsentinel-"
 MESSAGE_CHARS = 1024
 """Length of a condition message written back (the API allows 32,768)."""
+QUERY_TIMEOUT = timedelta(seconds=5)
+"""An incident's state query: answered by a worker; none up, ask at the next pass."""
 
 
 class ExternalRemediationRelay:
@@ -203,6 +214,14 @@ class ExternalRemediationRelay:
         ):
             if request.metadata.name not in self._delivered:
                 await self._report(request, taken)  # after a restart: the id keeps it once
+                return
+            # An incident keeps running a while after its outcome (it watches the node
+            # for a relapse): answer once it has taken this request and has an outcome.
+            outcome = await self._settled_outcome(handle, request.metadata.name)
+            if outcome is not None:
+                answer, reason = nvs.completion(outcome)
+                message = f"gpu-remediation incident {workflow_id}: {outcome.value}"
+                await self._answer(raw, answer, reason, message)
             return
         if closed is not None and closed < taken:
             await self._report(request, taken)  # an earlier incident: this one never started
@@ -216,6 +235,24 @@ class ExternalRemediationRelay:
         answer, reason = nvs.completion(outcome)
         ended = outcome.value if outcome is not None else (status.name.lower() if status else "?")
         await self._answer(raw, answer, reason, f"gpu-remediation incident {workflow_id}: {ended}")
+
+    async def _settled_outcome(self, handle: Any, request: str) -> Outcome | None:
+        """The running incident's outcome, once it holds this request's evidence."""
+        try:
+            state = await handle.query(
+                Queries.STATE,
+                result_type=NodeRemediationState,
+                reject_condition=QueryRejectCondition.NOT_OPEN,
+                rpc_timeout=QUERY_TIMEOUT,
+            )
+        except (WorkflowQueryRejectedError, WorkflowQueryFailedError, RPCError) as err:
+            log.info("incident of %s did not answer its state (%s); asking later", request, err)
+            return None
+        took = any(
+            isinstance(e, NvSentinelEvidence) and e.request == request for e in state.evidence
+        )
+        outcome: Outcome | None = state.outcome
+        return outcome if took else None
 
     async def _take(
         self, request: nvs.ExternalRemediationRequest, taken: datetime

@@ -127,3 +127,26 @@ async def test_requests_for_no_watched_node_or_no_node_are_answered_false(
         condition = _conditions(answered)[nvs.COMPLETE]
         assert (condition["status"], condition["reason"]) == ("False", reason)
     assert await stack.book.refresh_list() == []
+
+
+async def test_the_simulated_nvsentinel_hands_an_xid_over_and_gets_its_answer(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack([PoolSpec(name="h100", nodes=3)], nvsentinel=True)
+    fleet = stack.fleet
+    fleet.inject("fallen_off_bus", "h100-0001", gpu=2)
+
+    (incident,) = await settled_incidents(stack, 1, timeout=60)
+    assert incident.result == "repaired"
+    [request] = await fleet_call(lambda: fleet.store.peek(ERR))
+    assert request["spec"]["healthEvent"]["errorCode"] == ["79"]
+    answered = await assert_eventually(
+        lambda: fleet_call(lambda: fleet.store.get(ERR, request["metadata"]["name"])),
+        lambda obj: _conditions(obj).get(nvs.COMPLETE, {}).get("status") == "True",
+        timeout=30,
+        interval=0.2,
+        message="the outcome written back",
+    )
+    assert _conditions(answered)[nvs.COMPLETE]["reason"] == "Repaired"
+    assert stack.nvsentinel is not None
+    assert stack.nvsentinel.created == 1
