@@ -271,7 +271,7 @@ async def _run(
             starter,
             client,
             watches=watcher.watches,
-            ready=lambda: watcher.source.lists > 0,
+            ready=lambda: watcher.listed,
         )
         runs.append(handovers.run(stop))
     try:

@@ -235,7 +235,7 @@ class DemoStack:
                 self.starter,
                 self.client,
                 watches=watcher.watches,
-                ready=lambda: watcher.source.lists > 0,
+                ready=lambda: watcher.listed,
                 clock=now,
                 poll_interval=self.options.watcher_tick,
             )

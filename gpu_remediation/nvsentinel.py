@@ -23,10 +23,10 @@ NVSentinel writes those objects.
 from __future__ import annotations
 
 import re
-from datetime import datetime
-from typing import Annotated, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from gpu_remediation.models import FaultClass, NodeName, NvSentinelEvidence, Outcome
 
@@ -97,8 +97,18 @@ COMPLETIONS: dict[Outcome, tuple[Literal["True", "False"], str]] = {
 
 _XID_CHECK = re.compile(r"xid", re.IGNORECASE)
 
-Text = Annotated[str, Field(max_length=4096)]
-Short = Annotated[str, Field(max_length=256)]
+
+def _cut(limit: int) -> BeforeValidator:
+    """Cut longer text and lists to ``limit``: an event with a long message is still a fault."""
+
+    def cut(value: Any) -> Any:
+        return value[:limit] if isinstance(value, str | list) else value
+
+    return BeforeValidator(cut)
+
+
+Text = Annotated[str, _cut(4096)]
+Short = Annotated[str, _cut(256)]
 
 
 class _Lenient(BaseModel):
@@ -124,9 +134,9 @@ class HealthEvent(_Lenient):
     is_fatal: bool = Field(default=False, alias="isFatal")
     message: Text = ""
     recommended_action: int | Short = Field(default="", alias="recommendedAction")
-    error_code: list[Short] = Field(default_factory=list, alias="errorCode", max_length=64)
-    entities_impacted: list[Entity] = Field(
-        default_factory=list, alias="entitiesImpacted", max_length=256
+    error_code: Annotated[list[Short], _cut(64)] = Field(default_factory=list, alias="errorCode")
+    entities_impacted: Annotated[list[Entity], _cut(256)] = Field(
+        default_factory=list, alias="entitiesImpacted"
     )
     id: Short = ""
 
@@ -162,7 +172,11 @@ class Metadata(_Lenient):
     uid: Annotated[str, Field(min_length=1, max_length=64)]
     resource_version: Short = Field(default="", alias="resourceVersion")
     generation: int = 0
-    annotations: dict[str, Text] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="Only this project's own annotation is read (others, such as kubectl's "
+        "last-applied-configuration, may be long).",
+    )
 
 
 class RequestSpec(_Lenient):
@@ -174,7 +188,7 @@ class RequestSpec(_Lenient):
 class RequestStatus(_Lenient):
     """``status``: the conditions NVSentinel's reconciler and the external system set."""
 
-    conditions: list[Condition] = Field(default_factory=list, max_length=64)
+    conditions: Annotated[list[Condition], _cut(64)] = Field(default_factory=list)
 
 
 class ExternalRemediationRequest(_Lenient):
@@ -199,12 +213,14 @@ class ExternalRemediationRequest(_Lenient):
     def picked_up_at(self) -> datetime | None:
         """When this project took the request, if it did (its annotation)."""
         raw = self.metadata.annotations.get(PICKED_UP_ANNOTATION)
-        if raw is None:
+        if raw is None or len(raw) > 64:
             return None
         try:
-            return datetime.fromisoformat(raw)
+            taken = datetime.fromisoformat(raw)
         except ValueError:
             return None
+        # Written by this project with its offset; one without is read as UTC.
+        return taken if taken.tzinfo is not None else taken.replace(tzinfo=UTC)
 
 
 def parse_request(raw: object) -> ExternalRemediationRequest:

@@ -97,7 +97,8 @@ class DcgmExporter:
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
-        self._server.shutdown()
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def __enter__(self) -> DcgmExporter:

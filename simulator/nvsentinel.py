@@ -135,23 +135,29 @@ class SimulatedNvSentinel:
                 for fault in node.faults:
                     if fault.xid is None or fault.id in self._seen:
                         continue
-                    self._seen.add(fault.id)
                     new.append(
                         request_for(node.name, fault.id, fault.xid, fault.gpu, fault.describe())
                     )
         store = self._fleet.store
+        created = 0
         for request in new:
+            name = request["metadata"]["name"]
+            fault_id = int(request["spec"]["healthEvent"]["id"].removeprefix("sim-"))
             try:
-                store.create(EXTERNAL_REMEDIATION_REQUESTS, request)
-                store.mutate(
-                    EXTERNAL_REMEDIATION_REQUESTS, request["metadata"]["name"], None, _released
-                )
+                if not store.exists(EXTERNAL_REMEDIATION_REQUESTS, name):
+                    store.create(EXTERNAL_REMEDIATION_REQUESTS, request)
+                    store.mutate(EXTERNAL_REMEDIATION_REQUESTS, name, None, _released)
+                    created += 1
             except ApiError as err:
-                log.warning("request %s not created: %s", request["metadata"]["name"], err)
+                log.warning("request %s not created (tried again next look): %s", name, err)
                 continue
-            self.created += 1
-        return len(new)
+            self._seen.add(fault_id)
+        self.created += created
+        return created
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            self.look()
+            try:
+                self.look()
+            except Exception:
+                log.exception("the simulated NVSentinel's look failed; looking again")

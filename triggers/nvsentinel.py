@@ -12,12 +12,14 @@ relay lists and watches those requests and, for each one nobody has completed:
    picked-up-at``, written with the request's resourceVersion as precondition, so two
    relays cannot both take it), then reports its health event as evidence to the
    node's incident (report id ``nvsentinel-<uid>``: delivered twice, counted once);
-3. once the node's incident has its outcome (it has taken the request and ended, or
-   it still runs, watching the node for a relapse, with the outcome set), writes the
-   condition ``ExternalRemediationComplete`` on the request's status: ``True`` when the
-   node was repaired, recovered, replaced or found healthy, ``False`` when it was
-   handed to a person or nothing was done (reason: the outcome), with the incident's
-   workflow id in the message.
+3. once the incident that took the report has its outcome (closed, or still running
+   while it watches the node for a relapse), writes the condition
+   ``ExternalRemediationComplete`` on the request's status: ``True`` when the node was
+   repaired, recovered, replaced or found healthy, ``False`` when it was handed to a
+   person or nothing was done (reason: the outcome), with the incident's workflow id in
+   the message. Whether a run took the report is read from Temporal (its state, or a
+   closed run's history), never from clocks: a node incident that closed without it
+   leaves the request to an incident of its own.
 
 Crash-safe by the annotation: a restarted relay reports a taken request again while
 its incident is open (the report id keeps it once) or never started, and writes the
@@ -31,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,17 +50,23 @@ from temporalio.common import QueryRejectCondition
 from temporalio.service import RPCError, RPCStatusCode
 
 from gpu_remediation import nvsentinel as nvs
-from gpu_remediation.ids import Queries
-from gpu_remediation.models import NvSentinelEvidence, Outcome
-from gpu_remediation.workflow_models import NodeRemediationResult, NodeRemediationState
+from gpu_remediation.ids import Queries, Signals
+from gpu_remediation.models import EvidenceReport, NvSentinelEvidence, Outcome
+from gpu_remediation.workflow_models import (
+    NodeRemediationInput,
+    NodeRemediationResult,
+    NodeRemediationState,
+)
 from triggers.list_watch import ListWatch
-from triggers.starter import IncidentStarter, TemporalUnavailableError
+from triggers.starter import IncidentStarter, TemporalUnavailableError, is_transient
 
 log = logging.getLogger("gpu_remediation.nvsentinel")
 
 REPORT_PREFIX = "nvsentinel-"
 MESSAGE_CHARS = 1024
 """Length of a condition message written back (the API allows 32,768)."""
+REQUEST_TIMEOUT = 30.0
+"""Seconds a write to the API server may take before the pass gives up on it."""
 QUERY_TIMEOUT = timedelta(seconds=5)
 """An incident's state query: answered by a worker; none up, ask at the next pass."""
 
@@ -122,24 +131,33 @@ class ExternalRemediationRelay:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self._poll_interval)
         finally:
-            self.source.stop()
-            await asyncio.to_thread(thread.join, 5.0)
+            # Repeated: a watch being opened when stop() is first called can miss it.
+            deadline = time.monotonic() + 5.0
+            while thread.is_alive() and time.monotonic() < deadline:
+                self.source.stop()
+                await asyncio.to_thread(thread.join, 0.1)
 
     async def pass_once(self) -> None:
         """Take, report or answer every open request once."""
         with self._lock:
             pending = list(self._requests.values())
         for raw in pending:
+            name = (raw.get("metadata") or {}).get("name")
             try:
                 await self._process(raw)
             except (TemporalUnavailableError, RPCError) as err:
-                log.warning("Temporal unavailable (%s); retrying the requests next pass", err)
-                return
+                if isinstance(err, TemporalUnavailableError) or is_transient(err):
+                    log.warning("Temporal unavailable (%s); retrying the requests next pass", err)
+                    return
+                log.error("request %s: Temporal refused (%s); retrying next pass", name, err)
             except ApiException as err:
-                name = (raw.get("metadata") or {}).get("name")
                 log.warning(
                     "request %s: Kubernetes API %s %s; retrying", name, err.status, err.reason
                 )
+            except Exception:
+                # Whatever else (the API server unreachable mid-call, a bug): this request
+                # waits for the next pass, the others and the watcher go on.
+                log.exception("request %s: not handled this pass", name)
 
     # ------------------------------------------------------------- watch thread
 
@@ -155,7 +173,9 @@ class ExternalRemediationRelay:
     def _changed(self, kind: str, obj: dict[str, Any]) -> None:
         with self._lock:
             if kind == "DELETED":
-                self._requests.pop(str((obj.get("metadata") or {}).get("name")), None)
+                name = str((obj.get("metadata") or {}).get("name"))
+                self._requests.pop(name, None)
+                self._delivered.discard(name)
             else:
                 self._keep(obj)
 
@@ -206,7 +226,7 @@ class ExternalRemediationRelay:
             await self._report(request, taken)  # taken, but the report never landed
             return
         status = description.status
-        closed = description.close_time
+        report_id = f"{REPORT_PREFIX}{request.metadata.uid}"
         if status in (
             None,
             WorkflowExecutionStatus.RUNNING,
@@ -223,15 +243,19 @@ class ExternalRemediationRelay:
                 message = f"gpu-remediation incident {workflow_id}: {outcome.value}"
                 await self._answer(raw, answer, reason, message)
             return
-        if closed is not None and closed < taken:
-            await self._report(request, taken)  # an earlier incident: this one never started
+        # The latest run has closed: its answer is the request's only if it took the
+        # report (another incident of the node may have closed without it, e.g. when
+        # the report failed and the relay restarted). Otherwise report it again: the
+        # node gets an incident of its own for NVSentinel's word.
+        closed_run = self._client.get_workflow_handle(
+            workflow_id, run_id=description.run_id, result_type=NodeRemediationResult
+        )
+        if not await _run_took(closed_run, report_id):
+            await self._report(request, taken)
             return
         outcome = None
         if status == WorkflowExecutionStatus.COMPLETED:
-            result = await self._client.get_workflow_handle(
-                workflow_id, run_id=description.run_id, result_type=NodeRemediationResult
-            ).result(follow_runs=False)
-            outcome = result.outcome
+            outcome = (await closed_run.result(follow_runs=False)).outcome
         answer, reason = nvs.completion(outcome)
         ended = outcome.value if outcome is not None else (status.name.lower() if status else "?")
         await self._answer(raw, answer, reason, f"gpu-remediation incident {workflow_id}: {ended}")
@@ -270,17 +294,25 @@ class ExternalRemediationRelay:
             nvs.PLURAL,
             request.metadata.name,
             body,
+            _request_timeout=REQUEST_TIMEOUT,
         )
         log.info("took %s for node %s", request.metadata.name, request.node)
         with self._lock:
-            if request.metadata.name in self._requests:
+            current = self._requests.get(request.metadata.name)
+            sent = request.metadata.resource_version
+            # The watch may have brought a newer version meanwhile: keep that one.
+            if (
+                current is not None
+                and (current.get("metadata") or {}).get("resourceVersion") == sent
+            ):
                 self._requests[request.metadata.name] = updated
         return updated
 
     async def _report(self, request: nvs.ExternalRemediationRequest, taken: datetime) -> None:
+        # Never dated after the relay's clock (an annotation written by hand could be).
         await self._starter.report(
             request.node,
-            [nvs.evidence(request, taken)],
+            [nvs.evidence(request, min(taken, self._clock()))],
             report_id=f"{REPORT_PREFIX}{request.metadata.uid}",
         )
         self._delivered.add(request.metadata.name)
@@ -326,6 +358,7 @@ class ExternalRemediationRelay:
                 nvs.PLURAL,
                 name,
                 body,
+                _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as err:
             if err.status == 404:
@@ -338,3 +371,29 @@ class ExternalRemediationRelay:
         with self._lock:
             self._requests.pop(name, None)
         self._delivered.discard(name)
+
+
+async def _run_took(run: Any, report_id: str) -> bool:
+    """Whether a closed incident run took the report (start, signal, or carried over).
+
+    Carried over: the run it continued passed its record's report ids along.
+    """
+    history = await run.fetch_history()
+    for event in history.events:
+        if event.HasField("workflow_execution_started_event_attributes"):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            if not payloads:
+                continue
+            started = NodeRemediationInput.model_validate_json(payloads[0].data)
+            if started.evidence is not None and started.evidence.report_id == report_id:
+                return True
+            carried = started.continued.state if started.continued is not None else {}
+            if report_id in ((carried.get("record") or {}).get("report_ids") or []):
+                return True
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name == Signals.EVIDENCE and signal.input.payloads:
+                report = EvidenceReport.model_validate_json(signal.input.payloads[0].data)
+                if report.report_id == report_id:
+                    return True
+    return False

@@ -287,6 +287,8 @@ class NodeConditionWatcher:
             backoff_max=backoff_max,
         )
         self._watched: set[str] = set()
+        self.listed = False
+        """Whether a complete listing of the nodes has been applied (``watches`` is whole)."""
         """The nodes of the last listing and changes since: reports name only these."""
         self.foreign_reports = 0
         """Reports from elsewhere (``add_reports``) dropped for naming an unwatched node."""
@@ -431,6 +433,7 @@ class NodeConditionWatcher:
             for node in event.nodes:
                 self.admissions.saw(node.raw)
             self._watched = {n.name for n in event.nodes}
+            self.listed = True
             listing = {n.name: n.conditions for n in event.nodes}
             self.unseen_recoveries.listed(listing)
             boot_ids = {n.name: n.boot_id for n in event.nodes}

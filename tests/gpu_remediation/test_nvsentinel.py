@@ -103,7 +103,6 @@ def test_without_an_xid_the_recommended_action_decides(action: Any, expected: Fa
     [
         ({"nodeName": None}, "nodeName"),
         ({"nodeName": "Not A Node"}, "nodeName"),
-        ({"message": "x" * 5000}, "message"),
         ({"errorCode": "79"}, "errorCode"),
         ({"isFatal": "maybe"}, "isFatal"),
     ],
@@ -115,6 +114,24 @@ def test_a_bad_request_is_refused_naming_the_field(change: dict[str, Any], field
         del raw["spec"]["healthEvent"]["nodeName"]
     with pytest.raises(ValueError, match=field):
         nvs.parse_request(raw)
+
+
+def test_long_text_and_lists_are_cut_not_refused() -> None:
+    raw = _raw(message="x" * 5000, errorCode=[str(n) for n in range(100)])
+    raw["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": "y" * 9000
+    }
+    request = nvs.parse_request(raw)
+    assert len(request.spec.health_event.message) == 4096
+    assert len(request.spec.health_event.error_code) == 64
+
+
+def test_the_taken_mark_is_read_with_its_offset_or_as_utc() -> None:
+    raw = _raw()
+    raw["metadata"]["annotations"] = {nvs.PICKED_UP_ANNOTATION: "2026-12-06T11:00:00"}
+    assert nvs.parse_request(raw).picked_up_at() == datetime(2026, 12, 6, 11, tzinfo=UTC)
+    raw["metadata"]["annotations"] = {nvs.PICKED_UP_ANNOTATION: "yesterday"}
+    assert nvs.parse_request(raw).picked_up_at() is None
 
 
 def test_a_request_without_a_health_event_is_refused() -> None:
