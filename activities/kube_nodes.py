@@ -10,9 +10,12 @@ read the raw JSON pages and validate only those fields with pydantic.
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ConfigDict, Field
 
 PAGE_SIZE = 500
@@ -61,6 +64,7 @@ class NodeSummary(_Loose):
 
 class _ListMetadata(_Loose):
     continue_: str | None = Field(default=None, alias="continue")
+    resource_version: str | None = Field(default=None, alias="resourceVersion")
 
 
 class _NodePage(_Loose):
@@ -71,7 +75,15 @@ class _NodePage(_Loose):
 async def list_node_summaries(
     core: Any, label_selector: str | None, page_size: int = PAGE_SIZE
 ) -> list[NodeSummary]:
-    """List the nodes matching ``label_selector``, page by page.
+    """The nodes matching ``label_selector`` (see :func:`list_node_summaries_at`)."""
+    nodes, _ = await list_node_summaries_at(core, label_selector, page_size)
+    return nodes
+
+
+async def list_node_summaries_at(
+    core: Any, label_selector: str | None, page_size: int = PAGE_SIZE
+) -> tuple[list[NodeSummary], str | None]:
+    """List the nodes matching ``label_selector``, page by page, with the list's version.
 
     Args:
         core: A ``kubernetes.client.CoreV1Api``.
@@ -85,6 +97,7 @@ async def list_node_summaries(
     """
     nodes: list[NodeSummary] = []
     token: str | None = None
+    version: str | None = None
     while True:
         kwargs: dict[str, Any] = {"limit": page_size, "_preload_content": False}
         if label_selector:
@@ -97,6 +110,96 @@ async def list_node_summaries(
         finally:
             response.release_conn()
         nodes.extend(page.items or [])
+        # A paged list is one snapshot: its first page's version is the list's.
+        version = version or page.metadata.resource_version
         token = page.metadata.continue_
         if not token:
-            return nodes
+            return nodes, version
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion left the server's window (410): list again."""
+
+
+class _WatchEvent(_Loose):
+    type: str
+    object: NodeSummary | None = None
+
+
+async def watch_node_summaries(
+    core: Any,
+    label_selector: str | None,
+    version: str,
+    timeout_s: int,
+    until: Callable[[str, NodeSummary], bool],
+) -> tuple[list[tuple[str, NodeSummary]], str]:
+    """The node events after ``version``, and the last version seen.
+
+    One watch request (with bookmarks), read as raw JSON lines. Returns at the first
+    event ``until`` accepts (at once: nothing waits for the watch's end), else when
+    the server ends the watch after ``timeout_s`` seconds, with the ``ADDED``/
+    ``MODIFIED``/``DELETED`` events it sent. Waiting for the world this way costs what
+    the world takes: no listing of a pool per poll.
+
+    Raises:
+        WatchExpired: ``version`` is too old (410 Gone, as status or as an ``ERROR`` event).
+        kubernetes.client.exceptions.ApiException: Any other refusal.
+    """
+
+    def read() -> tuple[list[tuple[str, NodeSummary]], str]:
+        kwargs: dict[str, Any] = {
+            "watch": True,
+            "resource_version": version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": timeout_s,
+            "_preload_content": False,
+            "_request_timeout": (10, timeout_s + 30),
+        }
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        try:
+            response = core.list_node(**kwargs)
+        except ApiException as err:
+            if err.status == 410:
+                raise WatchExpired(str(err.reason)) from err
+            raise
+        events: list[tuple[str, NodeSummary]] = []
+        last = version
+        try:
+            for raw in _lines(response):
+                if not raw.strip():
+                    continue
+                event = json.loads(raw)
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise WatchExpired(str(obj.get("message")))
+                    raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                seen = (obj.get("metadata") or {}).get("resourceVersion")
+                if isinstance(seen, str) and seen:
+                    last = seen
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    node = _WatchEvent.model_validate(event).object
+                    if node is not None:
+                        events.append((kind, node))
+                        if until(kind, node):
+                            break
+        finally:
+            # Closed, not only released: a watch left mid-stream cannot serve another request.
+            response.close()
+            response.release_conn()
+        return events, last
+
+    return await asyncio.to_thread(read)
+
+
+def _lines(response: Any) -> Any:
+    """The stream's lines (a chunk may end inside one)."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        yield from complete
+    if buffer:
+        yield buffer

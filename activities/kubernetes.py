@@ -22,7 +22,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.kube_drain import Drainer
-from activities.kube_nodes import NodeSummary, list_node_summaries
+from activities.kube_nodes import (
+    NodeSummary,
+    WatchExpired,
+    list_node_summaries,
+    list_node_summaries_at,
+    watch_node_summaries,
+)
 from activities.node_pin import check_pin
 from activities.world_time import REAL_TIME, WorldTime
 from gpu_remediation import contracts as c
@@ -44,6 +50,11 @@ NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 # Conditions whose True means a problem (Node Problem Detector polarity).
 NPD_PROBLEM_CONDITIONS = ("GpuHealthProblem", "EfaHealthProblem")
 CONFLICT_RETRIES = 10
+
+
+WATCH_SLICE_S = 5
+"""Real seconds one watch of the pool lasts at most before the wait heartbeats and
+checks its deadline (a node event ends it at once)."""
 
 
 class KubernetesActivities:
@@ -270,19 +281,45 @@ class KubernetesActivities:
         selector = (
             f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
         )
+        # Pool nodes created since the deletion, as last seen; filled by one listing once
+        # the old node is gone, then kept current by a watch (a pool of thousands is not
+        # listed again per poll: that listing was most of the worker's CPU at 10,000 nodes).
+        fresh_seen: dict[str, NodeSummary] = {}
+        version: str | None = None
         fresh: list[NodeSummary] = []
+
+        def qualifies(kind: str, node: NodeSummary) -> bool:
+            return kind != "DELETED" and bool(_replacement_candidates([node], input.node, since))
+
         while True:
-            old = await call_api(self._core.read_node, input.node, missing_ok=True)
             new_node = None
-            # No new node is taken while the old one stands, so the pool (hundreds of
-            # nodes) is listed only once it is gone: listing it every poll of a
-            # drain was most of the worker's CPU in the comparison.
+            old = (
+                None
+                if version is not None
+                else await call_api(self._core.read_node, input.node, missing_ok=True)
+            )
+            # No new node is taken while the old one stands.
             if old is None:
                 try:
-                    nodes = await list_node_summaries(self._core, selector)
+                    if version is None:
+                        nodes, version = await list_node_summaries_at(self._core, selector)
+                        fresh_seen = {n.metadata.name: n for n in nodes if _created_since(n, since)}
+                    else:
+                        remaining = max(1, int(deadline - await self._world.now()))
+                        events, version = await watch_node_summaries(
+                            self._core, selector, version, min(WATCH_SLICE_S, remaining), qualifies
+                        )
+                        for kind, node in events:
+                            if kind == "DELETED":
+                                fresh_seen.pop(node.metadata.name, None)
+                            elif _created_since(node, since):
+                                fresh_seen[node.metadata.name] = node
+                except WatchExpired:
+                    version = None  # list again
+                    continue
                 except ApiException as err:
                     raise api_error("list_node", err) from err
-                fresh = _replacement_candidates(nodes, input.node, since)
+                fresh = _replacement_candidates(list(fresh_seen.values()), input.node, since)
                 new_node = await self._claim_replacement(input.node, fresh)
             activity.heartbeat(
                 {
@@ -300,7 +337,8 @@ class KubernetesActivities:
                     f"{_claims(fresh) or 'none'})",
                     type="ReplacementIncomplete",
                 )
-            await self._world.sleep(self._settings.poll_interval.total_seconds())
+            if old is not None:
+                await self._world.sleep(self._settings.poll_interval.total_seconds())
 
     async def _claim_replacement(self, old: str, candidates: list[Any]) -> str | None:
         """Claim the first candidate no other replacement holds; None if all are taken."""
@@ -499,6 +537,11 @@ def api_error(call: str, err: ApiException) -> ApplicationError:
         type="KubernetesError" if not final else "InvalidInput",
         non_retryable=final,
     )
+
+
+def _created_since(node: NodeSummary, since: datetime) -> bool:
+    created = node.metadata.creation_timestamp
+    return created is not None and created >= since
 
 
 def _replacement_candidates(

@@ -10,7 +10,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.kubernetes import HELD_ANNOTATION, KubernetesActivities
 from gpu_remediation import contracts as c
-from simulator.kube_api import NODECLAIMS, NODES, KubeStore
+from simulator.kube_api import NODECLAIMS, NODES, KubeApiServer, KubeStore
 
 ENV = ActivityEnvironment()
 PROVIDER = "aws:///us-west-2a/i-0123456789abcdef0"
@@ -60,6 +60,30 @@ async def test_waiting_ends_when_the_old_node_is_gone_and_new_capacity_is_ready(
         ),
     )
     assert result == c.ReplacementResult(old_node_gone=True, new_node="gpu-9")
+
+
+async def test_a_node_that_turns_ready_later_is_found_by_watching_not_by_listing_again(
+    kube: KubeApiServer, store: KubeStore, kube_activities: KubernetesActivities
+) -> None:
+    store.put_node("gpu-1", node_pool="h100")
+    since = datetime.now(UTC) - timedelta(milliseconds=1)
+    threading.Timer(0.1, lambda: store.delete(NODES, "gpu-1")).start()
+    # Karpenter's new node registers NotReady, then its kubelet reports Ready.
+    threading.Timer(0.3, lambda: store.put_node("gpu-9", node_pool="h100", ready=False)).start()
+    threading.Timer(0.6, lambda: store.set_node_ready("gpu-9")).start()
+
+    result = await ENV.run(
+        kube_activities.wait_for_replacement,
+        c.WaitForReplacementInput(
+            node="gpu-1", incident_id="i", node_pool="h100", timeout_s=5, since=since
+        ),
+    )
+
+    assert result == c.ReplacementResult(old_node_gone=True, new_node="gpu-9")
+    pool = [r for r in kube.requests() if r.method == "GET" and r.path == "/api/v1/nodes"]
+    lists = [r for r in pool if "watch=" not in r.query]
+    assert len(lists) == 1, [r.query for r in pool]  # the pool listed once, then watched
+    assert any("watch=" in r.query for r in pool)
 
 
 async def test_waiting_past_the_timeout_says_what_is_missing(

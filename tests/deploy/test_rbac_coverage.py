@@ -130,14 +130,16 @@ async def run_kubernetes_activities(store: KubeStore, api: Any) -> None:
         c.EscalateInput(**node, fault_class=FaultClass.HARDWARE_FAILURE, reason="exhausted"),
     )
     await ENV.run(kube.release_node, c.ReleaseNodeInput(**node))
-    since = datetime.now(UTC) - timedelta(seconds=1)
+    # The pool's other node (gpu-2) must predate the deletion by a whole second
+    # (creationTimestamp has 1 s resolution), or it would be taken as the new node.
+    await asyncio.sleep(1.1)
+    since = datetime.now(UTC)
     await ENV.run(kube.delete_node_claim, c.DeleteNodeClaimInput(**node, provider_id=PROVIDER))
 
-    def karpenter() -> None:
-        store.delete(NODES, "gpu-1")
-        store.put_node("gpu-9", node_pool="h100", labels=GPU)
-
-    threading.Timer(0.1, karpenter).start()
+    # The old node goes first and the new one comes later, as Karpenter launches it:
+    # the wait lists the pool once, then watches it.
+    threading.Timer(0.1, lambda: store.delete(NODES, "gpu-1")).start()
+    threading.Timer(0.4, lambda: store.put_node("gpu-9", node_pool="h100", labels=GPU)).start()
     await ENV.run(
         kube.wait_for_replacement,
         c.WaitForReplacementInput(**node, node_pool="h100", timeout_s=5, since=since),
