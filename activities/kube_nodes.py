@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ConfigDict, Field
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 """Nodes per list call: bounded responses on large clusters (``limit``/``continue``)."""
@@ -126,72 +130,124 @@ class _WatchEvent(_Loose):
     object: NodeSummary | None = None
 
 
-async def watch_node_summaries(
+def watch_node_summaries_once(
     core: Any,
     label_selector: str | None,
     version: str,
     timeout_s: int,
-    until: Callable[[str, NodeSummary], bool],
-) -> tuple[list[tuple[str, NodeSummary]], str]:
-    """The node events after ``version``, and the last version seen.
+    on_event: Callable[[str, NodeSummary], None],
+) -> str:
+    """Hand node events after ``version`` to ``on_event`` as they arrive; the last version.
 
-    One watch request (with bookmarks), read as raw JSON lines. Returns at the first
-    event ``until`` accepts (at once: nothing waits for the watch's end), else when
-    the server ends the watch after ``timeout_s`` seconds, with the ``ADDED``/
-    ``MODIFIED``/``DELETED`` events it sent. Waiting for the world this way costs what
-    the world takes: no listing of a pool per poll.
+    Returns when the server ends the watch.
+
+    One watch request (with bookmarks) of ``timeout_s`` seconds, read as raw JSON lines
+    (blocking: call it from a thread).
 
     Raises:
         WatchExpired: ``version`` is too old (410 Gone, as status or as an ``ERROR`` event).
         kubernetes.client.exceptions.ApiException: Any other refusal.
     """
+    kwargs: dict[str, Any] = {
+        "watch": True,
+        "resource_version": version,
+        "allow_watch_bookmarks": True,
+        "timeout_seconds": timeout_s,
+        "_preload_content": False,
+        "_request_timeout": (10, timeout_s + 30),
+    }
+    if label_selector:
+        kwargs["label_selector"] = label_selector
+    try:
+        response = core.list_node(**kwargs)
+    except ApiException as err:
+        if err.status == 410:
+            raise WatchExpired(str(err.reason)) from err
+        raise
+    last = version
+    try:
+        for raw in _lines(response):
+            if not raw.strip():
+                continue
+            event = json.loads(raw)
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise WatchExpired(str(obj.get("message")))
+                raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+            seen = (obj.get("metadata") or {}).get("resourceVersion")
+            if isinstance(seen, str) and seen:
+                last = seen
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                node = _WatchEvent.model_validate(event).object
+                if node is not None:
+                    on_event(kind, node)
+    finally:
+        response.release_conn()
+    return last
 
-    def read() -> tuple[list[tuple[str, NodeSummary]], str]:
-        kwargs: dict[str, Any] = {
-            "watch": True,
-            "resource_version": version,
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": timeout_s,
-            "_preload_content": False,
-            "_request_timeout": (10, timeout_s + 30),
-        }
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        try:
-            response = core.list_node(**kwargs)
-        except ApiException as err:
-            if err.status == 410:
-                raise WatchExpired(str(err.reason)) from err
-            raise
-        events: list[tuple[str, NodeSummary]] = []
-        last = version
-        try:
-            for raw in _lines(response):
-                if not raw.strip():
-                    continue
-                event = json.loads(raw)
-                kind = event.get("type")
-                obj = event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise WatchExpired(str(obj.get("message")))
-                    raise ApiException(status=obj.get("code"), reason=obj.get("message"))
-                seen = (obj.get("metadata") or {}).get("resourceVersion")
-                if isinstance(seen, str) and seen:
-                    last = seen
-                if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    node = _WatchEvent.model_validate(event).object
-                    if node is not None:
-                        events.append((kind, node))
-                        if until(kind, node):
-                            break
-        finally:
-            # Closed, not only released: a watch left mid-stream cannot serve another request.
-            response.close()
-            response.release_conn()
-        return events, last
 
-    return await asyncio.to_thread(read)
+class PoolWatch:
+    """Node events of a pool since a listing, gathered by a thread while the caller waits.
+
+    The caller keeps waiting on its own timeline (an activity's ``world.sleep``, which
+    on the clock-free what-if hands the test server's time back) and takes what came
+    with :meth:`drain`: each look costs the events since the last one, not a listing of
+    the pool. ``expired`` turns True when the server no longer has the version (410):
+    list again and start a new watch.
+
+    Args:
+        core: A ``kubernetes.client.CoreV1Api``.
+        label_selector: The pool's selector.
+        version: The listing's resourceVersion.
+        slice_s: Seconds each watch request lasts (the thread's stop is seen between them).
+    """
+
+    def __init__(
+        self, core: Any, label_selector: str | None, version: str, slice_s: int = 5
+    ) -> None:
+        self._core = core
+        self._selector = label_selector
+        self._version = version
+        self._slice_s = slice_s
+        self._events: list[tuple[str, NodeSummary]] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.expired = False
+        self._thread = threading.Thread(target=self._run, name="pool-watch", daemon=True)
+
+    def start(self) -> PoolWatch:
+        """Start gathering."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop gathering (the thread ends after its current watch request)."""
+        self._stopping.set()
+
+    def drain(self) -> list[tuple[str, NodeSummary]]:
+        """The events gathered since the last drain, in order."""
+        with self._lock:
+            events, self._events = self._events, []
+        return events
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._version = watch_node_summaries_once(
+                    self._core, self._selector, self._version, self._slice_s, self._keep
+                )
+            except WatchExpired:
+                self.expired = True
+                return
+            except Exception as err:  # the API server away: the caller's deadline decides
+                log.warning("pool watch failed (%s); watching again in 1s", err)
+                self._stopping.wait(1.0)
+
+    def _keep(self, kind: str, node: NodeSummary) -> None:
+        with self._lock:
+            self._events.append((kind, node))
 
 
 def _lines(response: Any) -> Any:

@@ -24,10 +24,9 @@ from temporalio.exceptions import ApplicationError
 from activities.kube_drain import Drainer
 from activities.kube_nodes import (
     NodeSummary,
-    WatchExpired,
+    PoolWatch,
     list_node_summaries,
     list_node_summaries_at,
-    watch_node_summaries,
 )
 from activities.node_pin import check_pin
 from activities.world_time import REAL_TIME, WorldTime
@@ -50,11 +49,6 @@ NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 # Conditions whose True means a problem (Node Problem Detector polarity).
 NPD_PROBLEM_CONDITIONS = ("GpuHealthProblem", "EfaHealthProblem")
 CONFLICT_RETRIES = 10
-
-
-WATCH_SLICE_S = 5
-"""Real seconds one watch of the pool lasts at most before the wait heartbeats and
-checks its deadline (a node event ends it at once)."""
 
 
 class KubernetesActivities:
@@ -281,64 +275,59 @@ class KubernetesActivities:
         selector = (
             f"{self._settings.node_pool_label}={input.node_pool}" if input.node_pool else None
         )
-        # Pool nodes created since the deletion, as last seen; filled by one listing once
-        # the old node is gone, then kept current by a watch (a pool of thousands is not
-        # listed again per poll: that listing was most of the worker's CPU at 10,000 nodes).
+        # Pool nodes created since the deletion, as last seen: one listing once the old
+        # node is gone, then a watch keeps them current (a pool of thousands is not
+        # listed again per look: that listing was most of the worker's CPU at 10,000
+        # nodes). The looks keep their pace on the world's timeline.
         fresh_seen: dict[str, NodeSummary] = {}
-        version: str | None = None
         fresh: list[NodeSummary] = []
-
-        def qualifies(kind: str, node: NodeSummary) -> bool:
-            return kind != "DELETED" and bool(_replacement_candidates([node], input.node, since))
-
-        while True:
-            new_node = None
-            old = (
-                None
-                if version is not None
-                else await call_api(self._core.read_node, input.node, missing_ok=True)
-            )
-            # No new node is taken while the old one stands.
-            if old is None:
-                try:
-                    if version is None:
-                        nodes, version = await list_node_summaries_at(self._core, selector)
-                        fresh_seen = {n.metadata.name: n for n in nodes if _created_since(n, since)}
-                    else:
-                        remaining = max(1, int(deadline - await self._world.now()))
-                        events, version = await watch_node_summaries(
-                            self._core, selector, version, min(WATCH_SLICE_S, remaining), qualifies
-                        )
-                        for kind, node in events:
-                            if kind == "DELETED":
-                                fresh_seen.pop(node.metadata.name, None)
-                            elif _created_since(node, since):
-                                fresh_seen[node.metadata.name] = node
-                except WatchExpired:
-                    version = None  # list again
-                    continue
-                except ApiException as err:
-                    raise api_error("list_node", err) from err
-                fresh = _replacement_candidates(list(fresh_seen.values()), input.node, since)
-                new_node = await self._claim_replacement(input.node, fresh)
-            activity.heartbeat(
-                {
-                    "old_node_gone": old is None,
-                    "new_ready": [n.metadata.name for n in fresh],
-                    "claimed": new_node,
-                }
-            )
-            if new_node is not None:
-                return c.ReplacementResult(old_node_gone=True, new_node=new_node)
-            if await self._world.now() >= deadline:
-                raise ApplicationError(
-                    f"replacement of {input.node} not complete within {input.timeout_s:.0f}s "
-                    f"(old node gone: {old is None}, new Ready nodes: "
-                    f"{_claims(fresh) or 'none'})",
-                    type="ReplacementIncomplete",
+        watch: PoolWatch | None = None
+        try:
+            while True:
+                new_node = None
+                old = (
+                    None
+                    if watch is not None
+                    else await call_api(self._core.read_node, input.node, missing_ok=True)
                 )
-            if old is not None:
+                # No new node is taken while the old one stands.
+                if old is None:
+                    if watch is None or watch.expired:
+                        if watch is not None:
+                            watch.stop()
+                        try:
+                            nodes, version = await list_node_summaries_at(self._core, selector)
+                        except ApiException as err:
+                            raise api_error("list_node", err) from err
+                        fresh_seen = {n.metadata.name: n for n in nodes if _created_since(n, since)}
+                        watch = PoolWatch(self._core, selector, version or "0").start()
+                    for kind, node in watch.drain():
+                        if kind == "DELETED":
+                            fresh_seen.pop(node.metadata.name, None)
+                        elif _created_since(node, since):
+                            fresh_seen[node.metadata.name] = node
+                    fresh = _replacement_candidates(list(fresh_seen.values()), input.node, since)
+                    new_node = await self._claim_replacement(input.node, fresh)
+                activity.heartbeat(
+                    {
+                        "old_node_gone": old is None,
+                        "new_ready": [n.metadata.name for n in fresh],
+                        "claimed": new_node,
+                    }
+                )
+                if new_node is not None:
+                    return c.ReplacementResult(old_node_gone=True, new_node=new_node)
+                if await self._world.now() >= deadline:
+                    raise ApplicationError(
+                        f"replacement of {input.node} not complete within {input.timeout_s:.0f}s "
+                        f"(old node gone: {old is None}, new Ready nodes: "
+                        f"{_claims(fresh) or 'none'})",
+                        type="ReplacementIncomplete",
+                    )
                 await self._world.sleep(self._settings.poll_interval.total_seconds())
+        finally:
+            if watch is not None:
+                watch.stop()
 
     async def _claim_replacement(self, old: str, candidates: list[Any]) -> str | None:
         """Claim the first candidate no other replacement holds; None if all are taken."""
