@@ -41,6 +41,10 @@ def is_asked_to_checkpoint(action: str) -> bool:
 DEADLINE_PASSED = "deadline passed"
 """How the job stage's wait ended when nothing but its deadline ended it."""
 
+EVIDENCE_CLEARED = "every report cleared"
+"""How an ``idle_only`` wait ended when the evidence that opened it cleared (a job's
+straggler report back within its margin) before the node went idle."""
+
 
 def urgency_reason(urgency: Urgency, fault: str) -> str:
     """Why the job stage waits as it does: the fault class's urgency."""

@@ -524,7 +524,10 @@ class NodeRemediationWorkflow:
 
     def _classify(self) -> None:
         s = self._state
-        classification = classify(s.record.active_evidence(), self._policy)
+        active = s.record.active_evidence()
+        if not active and s.classification is not None:
+            return  # every report cleared: the last verdict stands; the stage decides
+        classification = classify(active, self._policy)
         if s.classification is None or classification.fault_class != self._fault:
             reasons = "; ".join(classification.reasons)
             s.record.decide("triage", f"classified {classification.fault_class}", reasons)
@@ -1063,9 +1066,16 @@ class NodeRemediationWorkflow:
         """End an ``idle_only`` incident whose node never went idle: release it, evict nothing.
 
         Returns:
-            FIXED with the outcome set (``no_action``) once the node is back in
-            service; ESCALATE when the release failed (a person must look).
+            FIXED with the outcome set once the node is back in service
+            (``recovered`` when every report cleared first, else ``no_action``);
+            ESCALATE when the release failed (a person must look).
         """
+        if not self._state.record.active_evidence():
+            # The report that opened the incident cleared while the node still worked.
+            reason = f"{self._fault_value}: every report cleared before the node went idle"
+            if await self._close_in_service(Outcome.RECOVERED, reason):
+                return StepOutcome.FIXED
+            return StepOutcome.ESCALATE
         max_defer = self._policy.jobs.max_defer
         reason = f"{self._fault_value}: the node's GPU work did not end within {max_defer}"
         if await self._close_in_service(Outcome.NO_ACTION, reason):
@@ -1154,8 +1164,11 @@ class NodeRemediationWorkflow:
         s.request_incident = None
         if urgency == Urgency.WHEN_IDLE:
             s.deferred = True
-        if urgency == Urgency.IDLE_ONLY and outcome == log_words.DEADLINE_PASSED:
-            s.never_idle = True
+        if urgency == Urgency.IDLE_ONLY and outcome in (
+            log_words.DEADLINE_PASSED,
+            log_words.EVIDENCE_CLEARED,
+        ):
+            s.never_idle = True  # given back untouched (_give_back_untouched says why)
         return s.abort is None and s.skip_to is None
 
     async def _wait_loop(self, deadline: datetime, what: str, *, on_evidence: bool = False) -> str:
@@ -1208,6 +1221,8 @@ class NodeRemediationWorkflow:
             if s.approved or s.skip_to is not None:
                 return "cut short by an operator"
             if on_evidence and s.record.version != evidence_version:
+                if not s.record.active_evidence():
+                    return log_words.EVIDENCE_CLEARED  # nothing left to diagnose
                 self._classify()
                 continue  # the loop's top sees whether a fault is named now
             if self._answers_end_wait():

@@ -71,6 +71,26 @@ async def test_a_node_that_never_goes_idle_is_given_back_untouched(
     )
 
 
+async def test_a_report_that_clears_before_the_node_is_idle_gives_it_back_recovered(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # The slowdown went away (the job's step times back within the margin) while the
+    # job still ran: nothing is left to diagnose, and nothing may be done.
+    fleet = FakeFleet(node_jobs=[on_node(job())])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-s4", straggler())
+        await waiting_for_idle(c, handle)
+        await c.signal(handle, "gpu-s4", straggler(cleared=True))
+        result = await handle.result()
+        state = await c.state(handle)
+    assert (result.fault_class, result.outcome) == (FaultClass.STRAGGLER, Outcome.RECOVERED)
+    assert not any(fleet.called(name) for name in (*DISRUPTIVE, A.RUN_DIAGNOSTIC))
+    assert fleet.called(A.RELEASE_NODE) == 1
+    assert any(
+        d.reason.endswith("every report cleared before the node went idle") for d in state.decisions
+    )
+
+
 async def test_what_the_diagnostic_finds_names_the_fault_and_the_ladder_climbs_on(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
