@@ -208,4 +208,7 @@ def test_the_docs_say_how_to_set_the_exporter_selector() -> None:
     security = (REPO / "docs" / "security.md").read_text()
     alerts = security.split("## Alerts", 1)[1].split("\n## ", 1)[0]
     assert "exporter.env" in alerts
-    assert "kubectl apply -k deploy/monitoring/" in (REPO / "README.md").read_text()
+    assert "monitoring.dcgmExporter.job" in alerts  # the chart's way
+    readme = (REPO / "README.md").read_text()
+    assert "kubectl apply -k deploy/monitoring/" in readme
+    assert "monitoring.dcgmExporter.job=" in readme
