@@ -65,8 +65,8 @@ def request_for(
     }
 
 
-def _released(obj: dict[str, Any]) -> None:
-    # What NVSentinel's reconciler writes once its release taint is on the node.
+def released(obj: dict[str, Any]) -> None:
+    """Write on a request what NVSentinel's reconciler does once its release taint is on."""
     obj["status"] = {
         "conditions": [
             {
@@ -146,7 +146,7 @@ class SimulatedNvSentinel:
             try:
                 if not store.exists(EXTERNAL_REMEDIATION_REQUESTS, name):
                     store.create(EXTERNAL_REMEDIATION_REQUESTS, request)
-                    store.mutate(EXTERNAL_REMEDIATION_REQUESTS, name, None, _released)
+                    store.mutate(EXTERNAL_REMEDIATION_REQUESTS, name, None, released)
                     created += 1
             except ApiError as err:
                 log.warning("request %s not created (tried again next look): %s", name, err)

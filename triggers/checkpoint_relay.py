@@ -57,7 +57,7 @@ from gpu_remediation.jobs import (
     CheckpointRequest,
     parse_incident_id,
 )
-from triggers.list_watch import ListWatch
+from triggers.list_watch import ListWatch, stop_watch
 from triggers.stragglers import StragglerDetector, StragglerReport
 
 log = logging.getLogger("gpu_remediation.checkpoint_relay")
@@ -182,10 +182,7 @@ class CheckpointRelay:
                         mark.set_result(None)
         finally:
             stopped.cancel()
-            deadline = time.monotonic() + 5.0
-            while thread.is_alive() and time.monotonic() < deadline:
-                self.source.stop()
-                await asyncio.to_thread(thread.join, 0.1)
+            await stop_watch(self.source, thread)
             if self._outbox:
                 log.warning("stopping with %d unsent signal(s)", len(self._outbox))
             while not self._queue.empty():  # nobody waits for a stopped relay

@@ -12,6 +12,7 @@ Used by the node-condition watcher (Nodes) and the checkpoint relay (Pods).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -221,6 +222,19 @@ class ListWatch:
         # integers, and only the clock-free what-if reads this.
         if version.isdigit():
             self.delivered_version = max(self.delivered_version, int(version))
+
+
+async def stop_watch(source: ListWatch, thread: threading.Thread, limit_s: float = 5.0) -> bool:
+    """Stop ``source`` and wait for its thread (at most ``limit_s``); whether it ended.
+
+    ``stop()`` is repeated: a watch that was just being opened when it was first
+    called could miss it (``Watch.stream`` resets its stop flag when it starts).
+    """
+    deadline = time.monotonic() + limit_s
+    while thread.is_alive() and time.monotonic() < deadline:
+        source.stop()
+        await asyncio.to_thread(thread.join, 0.1)
+    return not thread.is_alive()
 
 
 class _RawWatch(k8s_watch.Watch):  # type: ignore[misc]

@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,14 +49,15 @@ from temporalio.common import QueryRejectCondition
 from temporalio.service import RPCError, RPCStatusCode
 
 from gpu_remediation import nvsentinel as nvs
-from gpu_remediation.ids import Queries, Signals
-from gpu_remediation.models import EvidenceReport, NvSentinelEvidence, Outcome
+from gpu_remediation.evidence_history import received_reports
+from gpu_remediation.ids import Queries
+from gpu_remediation.models import NvSentinelEvidence, Outcome
 from gpu_remediation.workflow_models import (
     NodeRemediationInput,
     NodeRemediationResult,
     NodeRemediationState,
 )
-from triggers.list_watch import ListWatch
+from triggers.list_watch import ListWatch, stop_watch
 from triggers.starter import IncidentStarter, TemporalUnavailableError, is_transient
 
 log = logging.getLogger("gpu_remediation.nvsentinel")
@@ -131,11 +131,7 @@ class ExternalRemediationRelay:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self._poll_interval)
         finally:
-            # Repeated: a watch being opened when stop() is first called can miss it.
-            deadline = time.monotonic() + 5.0
-            while thread.is_alive() and time.monotonic() < deadline:
-                self.source.stop()
-                await asyncio.to_thread(thread.join, 0.1)
+            await stop_watch(self.source, thread)
 
     async def pass_once(self) -> None:
         """Take, report or answer every open request once."""
@@ -378,22 +374,12 @@ async def _run_took(run: Any, report_id: str) -> bool:
 
     Carried over: the run it continued passed its record's report ids along.
     """
-    history = await run.fetch_history()
-    for event in history.events:
-        if event.HasField("workflow_execution_started_event_attributes"):
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            if not payloads:
-                continue
-            started = NodeRemediationInput.model_validate_json(payloads[0].data)
-            if started.evidence is not None and started.evidence.report_id == report_id:
-                return True
-            carried = started.continued.state if started.continued is not None else {}
-            if report_id in ((carried.get("record") or {}).get("report_ids") or []):
-                return True
-        elif event.HasField("workflow_execution_signaled_event_attributes"):
-            signal = event.workflow_execution_signaled_event_attributes
-            if signal.signal_name == Signals.EVIDENCE and signal.input.payloads:
-                report = EvidenceReport.model_validate_json(signal.input.payloads[0].data)
-                if report.report_id == report_id:
-                    return True
-    return False
+    events = (await run.fetch_history()).events
+    if any(report.report_id == report_id for report, _ in received_reports(events)):
+        return True
+    started = events[0].workflow_execution_started_event_attributes if events else None
+    if started is None or not started.input.payloads:
+        return False
+    carried = NodeRemediationInput.model_validate_json(started.input.payloads[0].data).continued
+    state = carried.state if carried is not None else {}
+    return report_id in ((state.get("record") or {}).get("report_ids") or [])

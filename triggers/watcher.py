@@ -48,7 +48,7 @@ from temporalio.service import RPCError
 from gpu_remediation.models import Model, NodeName
 from triggers.admission_hook import AdmissionStarts
 from triggers.condition_tracker import ConditionReport, ConditionTracker, ObservedCondition
-from triggers.list_watch import ListWatch
+from triggers.list_watch import ListWatch, stop_watch
 from triggers.metrics import WatcherMetrics
 from triggers.report_outbox import (
     DEFAULT_PER_NODE,
@@ -418,13 +418,7 @@ class NodeConditionWatcher:
         return self._apply(event)
 
     async def _stop_source(self, thread: threading.Thread) -> None:
-        # stop() is repeated: a watch that was just being opened when it was first
-        # called could miss it (Watch.stream resets its stop flag when it starts).
-        deadline = time.monotonic() + 5.0
-        while thread.is_alive() and time.monotonic() < deadline:
-            self.source.stop()
-            await asyncio.to_thread(thread.join, 0.1)
-        if thread.is_alive():
+        if not await stop_watch(self.source, thread):
             log.warning("the node watch thread did not stop within 5s (it is a daemon)")
 
     def _apply(self, event: NodeEvent) -> list[ConditionReport]:

@@ -11,6 +11,7 @@ from typing import Any
 from gpu_remediation import nvsentinel as nvs
 from simulator.fleet import PoolSpec
 from simulator.kube_api import EXTERNAL_REMEDIATION_REQUESTS as ERR
+from simulator.nvsentinel import released
 from tests.conftest import assert_eventually
 from tests.e2e.conftest import MakeStack, attempts, fleet_call, settled_incidents
 
@@ -25,28 +26,6 @@ def _request(name: str, health_event: dict[str, Any]) -> dict[str, Any]:
             "labels": {"nvsentinel.nvidia.com/component-class": "GPU"},
         },
         "spec": {"healthEvent": health_event},
-    }
-
-
-def _released(obj: dict[str, Any]) -> None:
-    """What NVSentinel's reconciler sets once it has released the node."""
-    obj["status"] = {
-        "conditions": [
-            {
-                "type": "NVSentinelOwnershipReleased",
-                "status": "True",
-                "reason": "ReleaseTaintApplied",
-                "message": "",
-                "lastTransitionTime": "2026-12-06T00:00:00Z",
-            },
-            {
-                "type": nvs.COMPLETE,
-                "status": "Unknown",
-                "reason": "AwaitingExternalSystem",
-                "message": "",
-                "lastTransitionTime": "2026-12-06T00:00:00Z",
-            },
-        ]
     }
 
 
@@ -78,7 +57,7 @@ async def test_a_request_opens_the_incident_and_gets_its_outcome(make_stack: Mak
             "id": "he-1",
         }
         store.create(ERR, _request("err-h100-0002-he-1", event))
-        store.mutate(ERR, "err-h100-0002-he-1", None, _released)
+        store.mutate(ERR, "err-h100-0002-he-1", None, released)
 
     await fleet_call(hand_over)
 
