@@ -47,7 +47,6 @@ from demo.server import connect, dev_server
 from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
 from gpu_remediation import decision_log as log_words
-from gpu_remediation.ids import SEMAPHORE_WORKFLOW_TYPE
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
 from simulator.fleet.clock import SteppedClock
 from simulator.kube_api.resources import NODES, PODS
@@ -428,8 +427,8 @@ class CompareRun:
             step=self.options.step,
             barriers=barriers,
             phase=self.options.step_phase,
-            # Only the semaphores wait with no incident open, and without a timer.
-            idle_types={SEMAPHORE_WORKFLOW_TYPE},
+            # The fleet alone while the server's runs only wait (for a timer or a write).
+            step_alone=True,
             # The permit guards' parent close policy, which the test server ignores.
             after_step=OrphanedGuardRelease(client),
             waiting_to_write=lambda: (

@@ -22,14 +22,18 @@ Activities that wait for the world sleep the same way (``activities.world_time``
 so waiting for a reboot costs no real time. What real latency is left is counted
 at its real length (a factor of 1), not stretched by a factor.
 
-While no incident is open the server has nothing to time (only semaphores wait,
-timerless), so the driver steps the fleet alone and leaves the server's clock
-behind: the test server's step call slows with every call it has answered
-(docs/scaling.md), and a month is mostly quiet. Every write to Temporal from
-outside the worker (the watcher starting an incident, the relay signalling one)
-passes :class:`WriteGate`, which first brings the server's clock to the fleet's
-and resumes stepping both; nothing can start on the server without it, so the
-server only ever skips time in which it had nothing to do.
+While no open run on the server is busy (no workflow task, activity, child start
+or signal under way: ``whatif.server_work`` reads it from their histories), the
+server has nothing to do before its earliest timer, so the driver steps the fleet
+alone up to that timer and leaves the server's clock behind (ADR 020, ADR 024):
+the test server's step call slows with every call it has answered
+(docs/scaling.md), and most of a month is quiet or waiting on a timer. Before the
+step the timer falls in, the driver brings the server's clock to the fleet's and
+steps both again. Every write to Temporal from outside the worker (the watcher
+starting an incident, the relay signalling one) passes :class:`WriteGate`, which
+first brings the server's clock to the fleet's and resumes stepping both; nothing
+can start on the server without it, so the server only ever skips time in which
+it had nothing to do.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
@@ -65,6 +70,7 @@ from gpu_remediation.visibility import listing_retried
 from simulator.fleet.clock import SteppedClock
 from simulator.fleet.scheduler import Scheduler
 from simulator.kube_api import KubeStore
+from whatif.server_work import NEVER, ServerWork
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +90,8 @@ STUCK_STEPS = 8
 held by something that no longer works (``ServerTimeStuck``)."""
 
 RECHECK_STEPS = 240
-"""Steps the fleet takes alone between two looks at what is open on the server (an
-hour at the default step): a net for a write that did not pass :class:`WriteGate`."""
+"""Steps the fleet takes alone between two looks at the server's open runs (an hour at
+the default step): a net for a write that did not pass :class:`WriteGate`."""
 
 CATCH_UP_LIMIT = 10.0
 """Real seconds a part may take to see the fleet's last change before the step goes on
@@ -156,7 +162,7 @@ def caught_up(
 
 
 class ServerTimeBypassed(RuntimeError):
-    """A workflow opened while the fleet stepped alone, and no write brought the server along."""
+    """A run opened or moved while the fleet stepped alone, and no write brought the server."""
 
 
 class ServerTimeStuck(RuntimeError):
@@ -182,9 +188,10 @@ class ServerTimeDriver:
             the first step is ``step * (1 - phase)`` long, every later one ``step``.
             Two runs at one step and different phases differ only in where events
             fall between steps: the factor check's measure of noise.
-        idle_types: Workflow types that may be open while the server has nothing to
-            time (timerless waits, such as the semaphores): while only these are
-            open, the fleet steps alone (:class:`WriteGate`). None: always step both.
+        step_alone: Step the fleet alone while no open run on the server is busy, up
+            to the step its earliest timer falls in (``whatif.server_work``); writes
+            from outside must pass a :class:`WriteGate` attached to this driver.
+            False: always step both.
         after_step: Given every open workflow after each step of both clocks, does
             what the test server does not (``whatif.parent_close``); returns whether
             it gave the server work.
@@ -202,7 +209,7 @@ class ServerTimeDriver:
         step: float = DEFAULT_STEP,
         barriers: Sequence[Barrier] = (),
         phase: float = 0.0,
-        idle_types: Collection[str] | None = None,
+        step_alone: bool = False,
         after_step: AfterStep | None = None,
         waiting_to_write: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -221,19 +228,22 @@ class ServerTimeDriver:
         self._wakes = 0
         self._task: asyncio.Task[None] | None = None
         self._client = client
-        self._idle_types = None if idle_types is None else frozenset(idle_types)
+        self._work = ServerWork(client) if step_alone else None
         self._after_step = after_step
         self._waiting_to_write = waiting_to_write
         self._lock = asyncio.Lock()  # a step, or a catch-up: one at a time
         self._fleet_only = False
+        self._horizon = math.inf  # stepping alone: the fleet's time the server's next timer is due
         self._writing = 0  # writes to Temporal under way (WriteGate)
         self._writes = 0  # and begun, ever
         self.steps = 0
         """Steps of both clocks (the server's step call)."""
         self.fleet_steps = 0
-        """Steps of the fleet alone, the server idle."""
+        """Steps of the fleet alone, the server idle or waiting on a timer."""
         self.catch_ups = 0
-        """Times a write brought the server's clock to the fleet's."""
+        """Times the server's clock was brought to the fleet's (a write, or a timer due)."""
+        self.timer_waits = 0
+        """Stretches the fleet stepped alone while the server waited on a timer."""
         self.real_waiting = 0.0
         """Real seconds spent in the server's sleep: time the system's work held."""
         self._held_steps = 0
@@ -324,16 +334,20 @@ class ServerTimeDriver:
                 await barrier()
             async with self._lock:
                 length, self._next_step = self._next_step, self._step
-                if self._fleet_only and self._waiting_to_write():
+                if self._fleet_only and (
+                    self._waiting_to_write() or self._clock.now() + length >= self._horizon
+                ):
+                    # A write waiting, or the server's next timer falls in this step:
+                    # the server steps it too, and fires the timer at its time.
                     await self._catch_up()
                 if self._fleet_only:
                     self._clock.advance(self._clock.now() + length)
                     self.fleet_steps += 1
                     if self.fleet_steps % RECHECK_STEPS == 0:
-                        await self._still_idle()
+                        await self._still_quiet()
                 else:
                     await self._step_both(length)
-                    self._fleet_only = await self._server_idle()
+                    await self._look()
             self._wake()
 
     async def _step_both(self, length: float) -> None:
@@ -351,45 +365,52 @@ class ServerTimeDriver:
         reached = self._clock.sim_at(await self._server.wall())
         self._clock.advance(max(reached, self._clock.now() + length))
 
-    async def _server_idle(self) -> bool:
-        """Look at what is open (``after_step``); whether the server has nothing to time.
+    async def _look(self) -> None:
+        """After a step of both: apply ``after_step``; step alone from now if nothing is busy.
 
-        Nothing to time: only ``idle_types`` open and no write under way.
+        Alone up to the earliest timer of the open runs, read twice (a run that
+        moved between the two listings is busy) and with no write under way.
         """
-        if self._idle_types is None and self._after_step is None:
-            return False
+        if self._work is None and self._after_step is None:
+            return
         writes = self._writes
-        only_idle = await self._only_idle_open()
-        # A write begun while the list was read may not be in it.
-        return (
-            only_idle
-            and not self._writing
-            and self._writes == writes
-            and not self._waiting_to_write()
-        )
+        executions = await self._list_open()
+        if self._after_step is not None and await self._after_step(executions):
+            return
+        if self._work is None:
+            return
+        deadline = await self._work.next_deadline(executions)
+        if deadline is None or not self._work.unchanged(await self._list_open()):
+            return
+        # A write begun while the server was read may not show in it.
+        if self._writing or self._writes != writes or self._waiting_to_write():
+            return
+        horizon = math.inf if deadline == NEVER else self._clock.sim_at(deadline)
+        if horizon <= self._clock.now() + self._step:
+            return  # due within the next step: the server steps it
+        self._fleet_only, self._horizon = True, horizon
+        if horizon < math.inf:
+            self.timer_waits += 1
 
-    async def _only_idle_open(self) -> bool:
+    async def _list_open(self) -> Sequence[WorkflowExecutionInfo]:
         response = await listing_retried(
             lambda: self._client.workflow_service.list_open_workflow_executions(
                 ListOpenWorkflowExecutionsRequest(namespace=self._client.namespace)
             )
         )
-        if self._after_step is not None and await self._after_step(response.executions):
-            return False
-        if self._idle_types is None:
-            return False
-        return all(e.type.name in self._idle_types for e in response.executions)
+        return response.executions
 
-    async def _still_idle(self) -> None:
-        # Stepping alone, the server may have nothing open but idle types: a write
-        # that did not pass the gate would wait for timers the server never reaches.
-        # (A gated write waiting for this step has opened nothing yet.)
-        if not await self._only_idle_open():
+    async def _still_quiet(self) -> None:
+        # Stepping alone, the server's runs are as last read: a write that did not
+        # pass the gate would wait for timers the server never reaches. (A gated
+        # write waiting for this step has changed nothing yet.)
+        assert self._work is not None  # only stepping alone, which needs it
+        if not self._work.unchanged(await self._list_open()):
             raise ServerTimeBypassed(
-                f"a workflow opened on the test server while the fleet stepped alone "
-                f"(at {self._clock.now():.0f} simulated s), without passing the write gate: "
-                "its timers would run late; give whatever started it the gated client "
-                "(WriteGate.wrap)"
+                f"a workflow opened or moved on the test server while the fleet stepped "
+                f"alone (at {self._clock.now():.0f} simulated s), without passing the write "
+                "gate: its timers would run late; give whatever wrote to it the gated "
+                "client (WriteGate.wrap)"
             )
 
     async def _catch_up(self) -> None:
@@ -412,7 +433,7 @@ class ServerTimeDriver:
                 if self._task is not None and self._task is not asyncio.current_task():
                     self._task.cancel()  # the writer's catch-up: stop stepping too
                 raise self.failure from None
-        self._fleet_only = False
+        self._fleet_only, self._horizon = False, math.inf
         self.catch_ups += 1
 
     def _check_held(self, took: float) -> None:

@@ -7,6 +7,7 @@ import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -59,7 +60,7 @@ async def _drive(
     barriers: Sequence[Barrier] = (),
     step: float = STEP,
     phase: float = 0.0,
-    idle_types: set[str] | None = None,
+    step_alone: bool = False,
     waiting_to_write: Callable[[], bool] = lambda: False,
 ) -> ServerTimeDriver:
     driver = ServerTimeDriver(
@@ -69,7 +70,7 @@ async def _drive(
         step=step,
         barriers=barriers,
         phase=phase,
-        idle_types=idle_types,
+        step_alone=step_alone,
         waiting_to_write=waiting_to_write,
     )
     await driver.start()
@@ -314,7 +315,7 @@ async def test_a_write_after_a_quiet_stretch_lands_at_the_fleets_time(
         loop.call_soon_threadsafe(start_incident)
 
     scheduler.call_at(7200.0, at_two_hours)
-    driver = await _drive(plain_client, QUIET_CLOCK, scheduler, barriers=[sent], idle_types=set())
+    driver = await _drive(plain_client, QUIET_CLOCK, scheduler, barriers=[sent], step_alone=True)
     gate.attach(driver)
     try:
         async with Worker(
@@ -335,10 +336,13 @@ async def test_a_write_after_a_quiet_stretch_lands_at_the_fleets_time(
     at_start = QUIET_CLOCK.sim_at(datetime.fromtimestamp(began, UTC))
     assert 7200 <= at_start <= 7200 + STEP + 1, at_start
     assert 3600 - STEP <= fleet_after - at_start <= 3600 + STEP, (at_start, fleet_after)
-    # The quiet hours were the fleet's alone; the incident's hour was stepped on both.
-    assert driver.fleet_steps >= 7200 / STEP - 2, driver.fleet_steps
-    assert driver.catch_ups == 1
-    assert 3600 / STEP <= driver.steps <= 3600 / STEP + 10, driver.steps
+    # The quiet hours were the fleet's alone, and so was the incident's hour: it only
+    # waited on its timer. Both clocks stepped where the server had work: the start,
+    # the step the timer fell in, the activity after it.
+    assert driver.fleet_steps >= (7200 + 3600) / STEP - 10, driver.fleet_steps
+    assert driver.timer_waits == 1
+    assert driver.catch_ups == 2  # the write, then the timer
+    assert driver.steps <= 10, driver.steps
 
 
 @workflow.defn(name="WaitsForSignal", sandboxed=False)
@@ -356,17 +360,18 @@ class WaitsForSignal:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("idle", [True, False], ids=["idle-type", "other-type"])
-async def test_the_fleet_steps_alone_only_while_every_open_workflow_is_an_idle_type(
-    plain_client: Client, stepped: tuple[SteppedClock, Scheduler], idle: bool
+@pytest.mark.parametrize("step_alone", [True, False], ids=["step-alone", "always-both"])
+async def test_the_fleet_steps_alone_while_open_workflows_wait_for_a_write(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler], step_alone: bool
 ) -> None:
     clock, scheduler = stepped
     queue = f"waits-{uuid.uuid4().hex[:6]}"
     async with Worker(plain_client, task_queue=queue, workflows=[WaitsForSignal]):
         handle = await plain_client.start_workflow(WaitsForSignal.run, id=queue, task_queue=queue)
-        driver = await _drive(
-            plain_client, clock, scheduler, idle_types={"WaitsForSignal"} if idle else set()
+        await assert_eventually(
+            lambda: _history_length(plain_client, handle), lambda n: n >= 4, timeout=30
         )
+        driver = await _drive(plain_client, clock, scheduler, step_alone=step_alone)
         try:
 
             async def stepped_in_all() -> int:
@@ -376,11 +381,71 @@ async def test_the_fleet_steps_alone_only_while_every_open_workflow_is_an_idle_t
         finally:
             await driver.stop()
         await handle.signal(WaitsForSignal.done)
-    if idle:
-        assert driver.steps == 1, driver.steps  # one step, then the server was seen idle
+    if step_alone:
+        assert driver.steps == 1, driver.steps  # one step, then the server was seen waiting
         assert driver.fleet_steps >= 19
     else:
         assert driver.fleet_steps == 0
+
+
+async def _history_length(client: Client, handle: WorkflowHandle[Any, Any]) -> int:
+    return (await handle.describe()).raw_description.workflow_execution_info.history_length
+
+
+class Held:
+    """An activity that runs until the test releases it."""
+
+    def __init__(self) -> None:
+        self.released = asyncio.Event()
+
+    @activity.defn(name="held_until_released")
+    async def run(self) -> None:
+        await self.released.wait()
+
+
+@workflow.defn(name="RunsAnActivity", sandboxed=False)
+class RunsAnActivity:
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.execute_activity(
+            "held_until_released", start_to_close_timeout=timedelta(minutes=10)
+        )
+
+
+@pytest.mark.integration
+async def test_a_running_activity_keeps_both_clocks_stepping(
+    plain_client: Client, stepped: tuple[SteppedClock, Scheduler]
+) -> None:
+    # An activity reads and changes the world: the fleet must not run ahead of it.
+    clock, scheduler = stepped
+    queue = f"busy-{uuid.uuid4().hex[:6]}"
+    held = Held()
+    async with Worker(
+        plain_client,
+        task_queue=queue,
+        workflows=[RunsAnActivity],
+        activities=[held.run],
+    ):
+        handle = await plain_client.start_workflow(RunsAnActivity.run, id=queue, task_queue=queue)
+        driver = await _drive(plain_client, clock, scheduler, step=0.5, step_alone=True)
+        try:
+
+            async def both() -> int:
+                return driver.steps
+
+            await assert_eventually(both, lambda n: n >= 5, timeout=60)
+            assert driver.fleet_steps == 0
+            held.released.set()
+            await handle.result()
+
+            async def alone() -> int:
+                return driver.fleet_steps
+
+            # Nothing open any more: the fleet steps alone.
+            await assert_eventually(alone, lambda n: n >= 5, timeout=60)
+        finally:
+            held.released.set()
+            await driver.stop()
 
 
 @pytest.mark.integration
@@ -389,7 +454,7 @@ async def test_a_workflow_started_past_the_write_gate_stops_the_run_saying_so(
 ) -> None:
     clock, scheduler = stepped
     queue = f"bypass-{uuid.uuid4().hex[:6]}"
-    driver = await _drive(plain_client, clock, scheduler, idle_types=set())
+    driver = await _drive(plain_client, clock, scheduler, step_alone=True)
     async with Worker(plain_client, task_queue=queue, workflows=[WaitsForSignal]):
 
         async def alone() -> int:
@@ -425,7 +490,7 @@ async def test_a_part_with_a_write_waiting_keeps_both_clocks_stepping(
     clock, scheduler = stepped
     waiting = [True]
     driver = await _drive(
-        plain_client, clock, scheduler, idle_types=set(), waiting_to_write=lambda: waiting[0]
+        plain_client, clock, scheduler, step_alone=True, waiting_to_write=lambda: waiting[0]
     )
     try:
 
@@ -451,7 +516,7 @@ async def test_a_catch_up_the_server_does_not_skip_stops_the_run_saying_so(
     # Held by something else, the server would take the fleet's lead in real time.
     clock, scheduler = stepped
     step = 0.2
-    driver = await _drive(plain_client, clock, scheduler, step=step, idle_types=set())
+    driver = await _drive(plain_client, clock, scheduler, step=step, step_alone=True)
     gate = WriteGate()
     gate.attach(driver)
     gated = gate.wrap(plain_client)
