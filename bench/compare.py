@@ -28,6 +28,7 @@ import asyncio
 import json
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from whatif.factor_check import (
     read_run,
     text_table,
 )
+from whatif.lane_files import LaneMergeError, code_commit, merge_lanes, write_lanes
 from whatif.options import options_from
 from whatif.results import comparison_json, latency_warnings
 from whatif.runner import CompareRun, PolicyResult
@@ -94,12 +96,16 @@ async def measure(
     clock: str = "paced",
     step: float = DEFAULT_STEP,
     step_phase: float = 0.0,
+    lanes_out: Path | None = None,
 ) -> tuple[dict[str, Any], CompareRun, list[PolicyResult]]:
     """Run one comparison of every baseline; wall, CPU and RSS with the full JSON rows.
 
     ``parallel``: policies at once, each in a child process (None: as cores and
     memory allow, ``whatif.runner.lanes_for``; 1: one after another in this process).
+    ``lanes_out``: also keep each policy's whole result there (``whatif.lane_files``).
     """
+    # Before minutes of running: a lane file must name the code that made it.
+    commit = code_commit() if lanes_out is not None else None
     nodes = nodes or (100 if quick else 1000)
     days = days or (1.0 if quick else 30.0)
     # With two policies side by side (ADR 015) each simulator keeps about 5,600 of
@@ -137,37 +143,10 @@ async def measure(
         from whatif.report import write_report
 
         write_report(report, compare, results)
-    per_policy = {r.name: round(r.summary.wall_seconds, 1) for r in results}
     measured = {
-        "nodes": nodes,
-        "days": days,
-        "time_factor": time_factor,
-        # Clock-free (ADR 018) the factor plays no part; the step is what may not matter.
-        "clock": clock,
-        "step": step,
-        "step_phase": step_phase,
-        "multiplier": multiplier,
-        "new_node_fault_probability": new_node_fault_probability,
-        "reboot_fault_probability": reboot_fault_probability,
-        "seed": seed,
-        # What two runs must share to be judged side by side (whatif/factor_check.py).
-        "fleet": {
-            "nodes": nodes,
-            "pools": options.pools,
-            "fault_mix": options.fault_mix,
-            "multiplier": multiplier,
-            "duration_s": compare.duration.total_seconds(),
-            "new_node_fault_probability": new_node_fault_probability,
-            "reboot_fault_probability": reboot_fault_probability,
-            "policies": [c.source for c in compare.choices],
-        },
-        "policies": len(results),
+        **comparison_facts(compare, results),
         "parallel": compare.lanes,
         "wall_s": round(wall, 1),
-        "wall_per_policy_s": per_policy,
-        "phases_per_policy_s": {r.name: r.timing for r in results},
-        "achieved_factor": {r.name: r.clock.get("achieved_factor") for r in results},
-        "latency_warnings": latency_warnings(results),
         "cpu_self_s": round(cpu1[0] - cpu0[0], 1),
         "cpu_children_s": round(cpu1[1] - cpu0[1], 1),
         "peak_rss_self_mib": round(rss_self, 1),
@@ -181,10 +160,11 @@ async def measure(
         "peak_rss_by_role_mib": {k: round(v, 1) for k, v in tree.peak_rss_by_role_mib.items()},
         "target_s": TARGET_S,
         "target_rss_mib": TARGET_RSS_MIB,
-        "planned_faults": compare.timeline.planned,
-        "digest": compare.timeline.digest,
-        "comparison": comparison_json(results),
     }
+    if lanes_out is not None:
+        assert commit is not None
+        cost = {k: v for k, v in measured.items() if k != "comparison"}
+        write_lanes(lanes_out, options, results, cost, commit)
     return measured, compare, results
 
 
@@ -218,6 +198,76 @@ def summary_rows_10k(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             "",
         ),
     ]
+
+
+def comparison_facts(compare: CompareRun, results: list[PolicyResult]) -> dict[str, Any]:
+    """What a comparison computed (no measurement of its cost): the JSON's common part."""
+    options = compare.options
+    return {
+        "nodes": options.nodes,
+        "days": compare.duration.total_seconds() / 86_400,
+        "time_factor": options.time_factor,
+        # Clock-free (ADR 018) the factor plays no part; the step is what may not matter.
+        "clock": options.clock,
+        "step": options.step,
+        "step_phase": options.step_phase,
+        "multiplier": options.fault_multiplier,
+        "new_node_fault_probability": options.new_node_fault_probability,
+        "reboot_fault_probability": options.reboot_fault_probability,
+        "seed": options.seed,
+        # What two runs must share to be judged side by side (whatif/factor_check.py).
+        "fleet": {
+            "nodes": options.nodes,
+            "pools": options.pools,
+            "fault_mix": options.fault_mix,
+            "multiplier": options.fault_multiplier,
+            "duration_s": compare.duration.total_seconds(),
+            "new_node_fault_probability": options.new_node_fault_probability,
+            "reboot_fault_probability": options.reboot_fault_probability,
+            "policies": [c.source for c in compare.choices],
+        },
+        "policies": len(results),
+        "wall_per_policy_s": {r.name: round(r.summary.wall_seconds, 1) for r in results},
+        "phases_per_policy_s": {r.name: r.timing for r in results},
+        "achieved_factor": {r.name: r.clock.get("achieved_factor") for r in results},
+        "latency_warnings": latency_warnings(results),
+        "planned_faults": compare.timeline.planned,
+        "digest": compare.timeline.digest,
+        "comparison": comparison_json(results),
+    }
+
+
+def merge(paths: list[Path], report: Path | None) -> dict[str, Any]:
+    """``--merge``: one comparison from lane files (``whatif.lane_files``), its JSON.
+
+    Raises:
+        LaneMergeError: Files that are not one comparison's lanes.
+    """
+    options, lanes = merge_lanes(paths)
+    results = [lane.result for lane in lanes]
+    with tempfile.TemporaryDirectory(prefix="remediate-merge-") as run_dir:
+        compare = CompareRun(options, ui=Console(quiet=True), run_dir=Path(run_dir))
+        if report is not None:
+            from whatif.report import write_report
+
+            write_report(report, compare, results)
+    return {
+        **comparison_facts(compare, results),
+        "commit": lanes[0].commit,
+        # Each lane's own run: a merged comparison has no one wall time.
+        "merged_from": [
+            {
+                "file": str(path),
+                "policy": lane.result.name,
+                "wall_s": lane.measured.get("wall_s"),
+                "parallel": lane.measured.get("parallel"),
+                "policies_in_run": lane.measured.get("policies"),
+                "cpu_by_role_s": lane.measured.get("cpu_by_role_s"),
+                "peak_rss_all_mib": lane.measured.get("peak_rss_all_mib"),
+            }
+            for path, lane in zip(paths, lanes, strict=True)
+        ],
+    }
 
 
 def second_factor(first: float, asked: float | None) -> float:
@@ -411,12 +461,29 @@ def main() -> None:
         metavar="FILE",
         help="judge two results already written (and any more, noise runs), no run",
     )
+    parser.add_argument(
+        "--lanes-out",
+        type=Path,
+        metavar="DIR",
+        help="also keep each policy's whole result in DIR (<policy>.json), for --merge",
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="one comparison (--out, --report) from lane files of separate runs, no run",
+    )
     args = parser.parse_args()
     for option, path in (("--report", args.report), ("--out", args.out)):
         if path is not None and not path.parent.is_dir():
             parser.error(f"{option}: no directory {path.parent}")  # before minutes of runs
+    if args.lanes_out is not None and not args.lanes_out.is_dir():
+        parser.error(f"--lanes-out: no directory {args.lanes_out}")
     if args.judge is not None:
         sys.exit(_judge_files(args.judge, args.out))
+    if args.merge is not None:
+        sys.exit(_merge_files(args.merge, args.out, args.report))
     if not 0 <= args.step_phase < 1:
         parser.error(f"--step-phase: a fraction of a step, 0 to below 1, not {args.step_phase:g}")
     if args.step_phase and args.factor_check is not None:
@@ -443,6 +510,7 @@ def main() -> None:
             clock=args.clock,
             step=args.step,
             step_phase=args.step_phase,
+            lanes_out=args.lanes_out,
         )
     )
     for warning in result["latency_warnings"]:
@@ -451,6 +519,22 @@ def main() -> None:
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")
     print(text)
+
+
+def _merge_files(paths: list[Path], out: Path | None, report: Path | None) -> int:
+    """``--merge FILE...``: the merged comparison's JSON (and report); the exit code."""
+    try:
+        result = merge(paths, report)
+    except LaneMergeError as err:
+        print(f"merge refused: {err}", file=sys.stderr)
+        return 2
+    for warning in result["latency_warnings"]:
+        print(warning, file=sys.stderr)
+    text = json.dumps(result, indent=2)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
 
 
 def _refused(message: str) -> int:
