@@ -7,12 +7,13 @@ same code ran them with the same options: a month at ten times the fault rate
 takes longer than one session of a 2-core machine, and one lane of it does not.
 :func:`write_lanes` keeps each policy's whole result (its samples too, which the
 report's charts draw); :func:`merge_lanes` reads them back and refuses files that
-do not belong to one comparison: another commit or a changed working tree,
-other options, another fault timeline, a policy twice.
+do not belong to one comparison: other code (another commit, or other changes
+to it), other options, another fault timeline, a policy twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,7 +42,7 @@ class LaneFile(BaseModel):
 
     format: Literal["gpu-remediation.compare-lane/1"]
     commit: str
-    """The code's git commit (``-dirty`` when the working tree differed from it)."""
+    """The code's git commit, and its changes' hash if it had any (:func:`code_commit`)."""
     options: CompareOptions
     result: PolicyResult
     measured: dict[str, Any]
@@ -49,27 +50,32 @@ class LaneFile(BaseModel):
 
 
 def code_commit(root: Path | None = None) -> str:
-    """The git commit of the code in ``root`` (this checkout), ``-dirty`` if it changed.
+    """The git commit of the code in ``root`` (this checkout) and of its changes, if any.
+
+    A checkout with changes to tracked files is ``<commit>-dirty-<hash of the diff>``:
+    two runs of the same changes merge, two of different ones do not. (Untracked files
+    are not looked at.)
 
     Raises:
         LaneMergeError: Not a git checkout: a lane file must say what ran it.
     """
     where = str(root or Path(__file__).resolve().parent.parent)
     try:
-        head = subprocess.run(
-            ["git", "-C", where, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+        head = _git(where, "rev-parse", "HEAD").strip()
+        diff = _git(where, "diff", "--no-ext-diff", "HEAD")
     except (OSError, subprocess.CalledProcessError) as err:
         raise LaneMergeError(
             f"{where} is not a git checkout: lane files need a commit ({err})"
         ) from err
-    return f"{head}-dirty" if changed else head
+    if not diff:
+        return head
+    return f"{head}-dirty-{hashlib.sha256(diff.encode()).hexdigest()[:12]}"
+
+
+def _git(where: str, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", where, *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def write_lanes(
@@ -109,11 +115,6 @@ def merge_lanes(paths: Sequence[Path]) -> tuple[CompareOptions, list[LaneFile]]:
         except ValidationError as err:
             raise LaneMergeError(f"{path}: not a lane file ({LANE_FORMAT}): {err}") from err
     first, first_path = lanes[0], paths[0]
-    if first.commit.endswith("-dirty"):
-        raise LaneMergeError(
-            f"{first_path}: ran from a changed working tree ({first.commit}): "
-            "which code made it cannot be told"
-        )
     computes = first.options.model_dump(exclude=set(RUN_ONLY_OPTIONS))
     seen: dict[str, Path] = {}
     for lane, path in zip(lanes, paths, strict=True):
