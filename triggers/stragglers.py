@@ -44,9 +44,10 @@ straggler fault class diagnoses an idle node at most.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-import statistics
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -99,6 +100,53 @@ class _Pod:
     evidence: StragglerEvidence | None = None
 
 
+@dataclass
+class _Gang:
+    """A gang's pods, and its fresh step times kept sorted: a report's median without a sort.
+
+    Each report replaces its pod's time (a bisect into the sorted times, and a move
+    to the end of the order they were seen in); times older than the freshness
+    window leave from the front of that order. So a report costs the logarithm of
+    the gang's size plus a memmove, not a scan and a sort of the whole gang: a gang
+    of thousands of ranks reporting every step stays linear in its reports. "Now"
+    is taken to move forward (the relay's clock): a time that left stays out.
+    """
+
+    members: set[str] = field(default_factory=set)
+    seen: OrderedDict[str, tuple[datetime, float]] = field(default_factory=OrderedDict)
+    """Pod uid to when its time was seen and the time, oldest first."""
+    times: list[float] = field(default_factory=list)
+    """The fresh times, sorted."""
+
+    def update(self, uid: str, now: datetime, seconds: float) -> None:
+        """``uid`` reported ``seconds`` a step at ``now``."""
+        self.drop(uid)
+        self.seen[uid] = (now, seconds)
+        bisect.insort(self.times, seconds)
+
+    def drop(self, uid: str) -> None:
+        """Leave ``uid``'s time out (it ended, or a new one replaces it)."""
+        old = self.seen.pop(uid, None)
+        if old is not None:
+            del self.times[bisect.bisect_left(self.times, old[1])]
+
+    def fresh(self, since: datetime) -> list[float]:
+        """The sorted times seen at ``since`` or later (older ones leave for good)."""
+        while self.seen:
+            uid, (seen, _) = next(iter(self.seen.items()))
+            if seen >= since:
+                break
+            self.drop(uid)
+        return self.times
+
+
+def _median(ordered: list[float]) -> float:
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
 class StragglerDetector:
     """Finds pods slower than their gang's median, from the step times they write.
 
@@ -124,7 +172,7 @@ class StragglerDetector:
         self._swept: datetime | None = None
         self._label_keys = list(label_keys)
         self._pods: dict[str, _Pod] = {}
-        self._gangs: dict[tuple[str, str], set[str]] = {}
+        self._gangs: dict[tuple[str, str], _Gang] = {}
         self.refused = 0
         """Pods not tracked because ``max_pods`` were."""
         self.unreadable = 0
@@ -180,11 +228,12 @@ class StragglerDetector:
             self._forget(uid)
             current = _Pod(gang, node, name, step_time.step, step_time.seconds, now)
             self._pods[uid] = current
-            self._gangs.setdefault(gang, set()).add(uid)
+            self._gangs.setdefault(gang, _Gang()).members.add(uid)
         elif step_time.step < current.step:
             # The job restarted from a checkpoint: its earlier streak says nothing now.
             current.slow_from = None
         current.step, current.seconds, current.seen = step_time.step, step_time.seconds, now
+        self._gangs[gang].update(uid, now, step_time.seconds)
         return self._judge(uid, current, step_time.steps, now)
 
     def resync(self, uids: set[str], now: datetime) -> None:
@@ -223,15 +272,11 @@ class StragglerDetector:
 
     def _judge(self, uid: str, pod: _Pod, window: int, now: datetime) -> list[StragglerReport]:
         policy = self._policy
-        fresh = [
-            other.seconds
-            for other in (self._pods[u] for u in self._gangs.get(pod.gang, ()))
-            if now - other.seen <= policy.stale_after
-        ]
+        fresh = self._gangs[pod.gang].fresh(now - policy.stale_after)
         if len(fresh) < policy.min_gang:
             pod.slow_from = None  # too few to compare with: the streak starts over
             return self._clear(uid, pod, now)
-        median = statistics.median(fresh)
+        median = _median(fresh)
         if pod.seconds <= median * (1 + policy.margin):
             pod.slow_from = None
             return self._clear(uid, pod, now)
@@ -277,10 +322,11 @@ class StragglerDetector:
         pod = self._pods.pop(uid, None)
         if pod is None:
             return
-        members = self._gangs.get(pod.gang)
-        if members is not None:
-            members.discard(uid)
-            if not members:
+        gang = self._gangs.get(pod.gang)
+        if gang is not None:
+            gang.members.discard(uid)
+            gang.drop(uid)
+            if not gang.members:
                 del self._gangs[pod.gang]
 
 

@@ -2,6 +2,7 @@
 
 import json
 import random
+import statistics
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from checkpoint_client.protocol import STEP_TIME_ANNOTATION
 from gpu_remediation.policy import StragglerPolicy
-from triggers.stragglers import StragglerDetector, StragglerReport
+from triggers.stragglers import StragglerDetector, StragglerReport, _Gang, _median
 
 JOBSET = "jobset.sigs.k8s.io/jobset-name"
 T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
@@ -278,3 +279,28 @@ def test_an_unreadable_value_is_remembered_by_digest_not_kept() -> None:
     d.observe("MODIFIED", pod(0, 0, 0, raw=huge), T0)
     assert d.unreadable == 1
     assert all(len(v) <= 16 for v in d._unreadable_seen.values())
+
+
+@pytest.mark.unit
+def test_a_gangs_fresh_times_are_its_members_latest_within_the_window_sorted() -> None:
+    # The gang keeps its times sorted as reports come and go; it must give what a scan
+    # of every member's latest report within the window and a sort would.
+    rng = random.Random(7)
+    gang = _Gang()
+    latest: dict[str, tuple[datetime, float]] = {}
+    now = T0
+    window = timedelta(seconds=60)
+    for _ in range(5000):
+        now += timedelta(seconds=rng.choice([0, 1, 5, 20]))
+        uid = f"rank-{rng.randrange(40)}"
+        if rng.random() < 0.1:
+            gang.drop(uid)
+            latest.pop(uid, None)
+        else:
+            seconds = rng.choice([1.0, 1.5, 2.0, rng.uniform(0.5, 4.0)])  # ties too
+            gang.update(uid, now, seconds)
+            latest[uid] = (now, seconds)
+        expected = sorted(s for seen, s in latest.values() if seen >= now - window)
+        assert gang.fresh(now - window) == expected
+        if expected:
+            assert _median(expected) == pytest.approx(statistics.median(expected))
