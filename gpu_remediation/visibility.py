@@ -40,7 +40,7 @@ import dataclasses
 import functools
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -524,22 +524,21 @@ def parse_query(
             an unknown field or status, or has a malformed timestamp.
     """
     keywords = _keyword_names(keyword_attributes)
+    # Read lazily: a query refused at its start costs nothing for the rest of it.
     tokens = _tokens(query)
     comparisons: builtins.list[Comparison] = []
-    index = 0
-    while index < len(tokens):
+    for token in tokens:
+        field = token
         if comparisons:
-            joiner = tokens[index]
-            if not joiner.is_word("AND"):
-                raise _unsupported(query, joiner, "only AND may join comparisons")
-            index += 1
-        field, operator, value = (_token_at(tokens, index + offset, query) for offset in range(3))
+            if not token.is_word("AND"):
+                raise _unsupported(query, token, "only AND may join comparisons")
+            field = _next_token(tokens, query)
+        operator, value = _next_token(tokens, query), _next_token(tokens, query)
         comparisons.append(_comparison(query, field, operator, value, keywords))
-        index += 3
     return VisibilityQuery(tuple(comparisons))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Token:
     kind: str  # "word", "operator", "string" or "other" (a character outside the subset)
     text: str
@@ -555,8 +554,7 @@ _OPERATOR_CHARS = frozenset("=!<>")
 _CLAUSE_WORDS = frozenset({"OR", "NOT", "ORDER", "GROUP", "BY", "LIMIT", "AND"})
 
 
-def _tokens(query: str) -> builtins.list[_Token]:
-    tokens: builtins.list[_Token] = []
+def _tokens(query: str) -> Iterator[_Token]:
     i = 0
     n = len(query)
     while i < n:
@@ -567,19 +565,18 @@ def _tokens(query: str) -> builtins.list[_Token]:
         elif char.isalnum() or char == "_":
             while i < n and (query[i].isalnum() or query[i] == "_"):
                 i += 1
-            tokens.append(_Token("word", query[start:i], start))
+            yield _Token("word", query[start:i], start)
         elif char in _OPERATOR_CHARS:
             while i < n and query[i] in _OPERATOR_CHARS:
                 i += 1
-            tokens.append(_Token("operator", query[start:i], start))
+            yield _Token("operator", query[start:i], start)
         elif char in "'\"":
             text, i = _string(query, i)
-            tokens.append(_Token("string", text, start))
+            yield _Token("string", text, start)
         else:
             # Refused by the parser when it gets there, so errors come in the query's order.
-            tokens.append(_Token("other", char, start))
+            yield _Token("other", char, start)
             i += 1
-    return tokens
 
 
 def _string(query: str, start: int) -> tuple[str, int]:
@@ -606,10 +603,11 @@ def _string(query: str, start: int) -> tuple[str, int]:
     raise ValueError(f"unterminated string starting at position {start} of {query!r}")
 
 
-def _token_at(tokens: Sequence[_Token], index: int, query: str) -> _Token:
-    if index >= len(tokens):
+def _next_token(tokens: Iterator[_Token], query: str) -> _Token:
+    token = next(tokens, None)
+    if token is None:
         raise ValueError(f"incomplete comparison at the end of {query!r}")
-    return tokens[index]
+    return token
 
 
 def _comparison(

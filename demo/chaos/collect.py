@@ -54,6 +54,22 @@ BENIGN_TASK_FAILURES = frozenset(
     }
 )
 
+CACHED_STATE_FAILURE = "Fatal error in workflow machines: "
+"""How sdk-core names a failure of its state machines on a worker's cached state.
+
+A legacy query answered on a worker that had not cached the run can run the
+workflow past events its history has not yet closed a task on (a timer that
+fired while the run's sticky worker was dead), and the worker keeps that state;
+the next task's events then do not fit it. The run is evicted and the retry, a
+full replay on a fresh cache, passes. ``read_history`` counts such a failure
+apart only when the very next attempt completed: a failure of the workflow's own
+code fails its replay too (docs/operations.md, "A workflow task failed once").
+"""
+
+_WORKER_FAILURE = (
+    WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE
+)
+
 _STATUS: Mapping[WorkflowExecutionStatus, RunStatus] = {
     WorkflowExecutionStatus.RUNNING: "running",
     WorkflowExecutionStatus.COMPLETED: "completed",
@@ -80,10 +96,21 @@ def _at(event: HistoryEvent) -> datetime:
     return event.event_time.ToDatetime(tzinfo=UTC)
 
 
-def read_history(events: Iterable[HistoryEvent]) -> tuple[list[ActivityRecord], list[str]]:
-    """The activities a run scheduled and its failed workflow tasks' (non-benign) causes."""
+def read_history(
+    events: Iterable[HistoryEvent],
+) -> tuple[list[ActivityRecord], list[str], list[str]]:
+    """What a run's history says for the invariants.
+
+    Returns:
+        The activities it scheduled; its failed workflow tasks' (non-benign)
+        causes; and the failures on a worker's cached state that the next
+        attempt's replay passed (see :data:`CACHED_STATE_FAILURE`).
+    """
     scheduled: dict[int, dict[str, Any]] = {}
     failures: list[str] = []
+    replayed: list[str] = []
+    cached_state_failure: str | None = None  # the last task failed so, not yet retried
+    retrying = False  # the last task failed: its retries replay, so theirs are real
     closing: Mapping[int, tuple[str, ActivityStatus]] = {
         EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: (
             "activity_task_completed_event_attributes",
@@ -104,6 +131,10 @@ def read_history(events: Iterable[HistoryEvent]) -> tuple[list[ActivityRecord], 
     }
     for event in events:
         kind = event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            if cached_state_failure:
+                replayed.append(cached_state_failure)
+            cached_state_failure, retrying = None, False
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
             scheduled[event.event_id] = {
@@ -126,13 +157,27 @@ def read_history(events: Iterable[HistoryEvent]) -> tuple[list[ActivityRecord], 
                 entry["result"] = _first_payload(attrs.result)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
             cause = event.workflow_task_failed_event_attributes.cause
+            if cached_state_failure:  # its retry failed too: not the cache
+                failures.append(cached_state_failure)
+                cached_state_failure = None
             if cause not in BENIGN_TASK_FAILURES:
                 message = event.workflow_task_failed_event_attributes.failure.message
-                failures.append(f"{WorkflowTaskFailedCause.Name(cause)}: {message[:200]}")
+                line = f"{WorkflowTaskFailedCause.Name(cause)}: {message[:200]}"
+                if (
+                    not retrying
+                    and cause == _WORKER_FAILURE
+                    and message.startswith(CACHED_STATE_FAILURE)
+                ):
+                    cached_state_failure = line
+                else:
+                    failures.append(line)
+            retrying = True
+    if cached_state_failure:  # never retried to completion
+        failures.append(cached_state_failure)
     # A failing task is retried, and fails the same way each time: one line per cause.
     counted = Counter(failures)
     lines = [f"{cause} (x{n})" if n > 1 else cause for cause, n in counted.items()]
-    return [ActivityRecord.model_validate(entry) for entry in scheduled.values()], lines
+    return [ActivityRecord.model_validate(entry) for entry in scheduled.values()], lines, replayed
 
 
 def evidence_report_ids(events: Iterable[HistoryEvent]) -> list[str]:
@@ -215,7 +260,7 @@ async def collect_runs(
             history = await client.get_workflow_handle(
                 execution.id, run_id=execution.run_id
             ).fetch_history()
-        activities, failures = read_history(history.events)
+        activities, failures, replayed = read_history(history.events)
         incident = known.get((execution.id, execution.run_id))
         status = _STATUS.get(execution.status or WorkflowExecutionStatus.RUNNING, "running")
         waiting: list[str] = []
@@ -236,6 +281,7 @@ async def collect_runs(
             settled=incident.settled if incident is not None else True,
             activities=activities,
             task_failures=failures,
+            task_failures_replayed=replayed,
             waiting_on=waiting,
             waiting_for=waiting_for,
             report_ids=evidence_report_ids(history.events),

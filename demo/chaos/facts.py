@@ -113,6 +113,9 @@ class RunRecord(_Fact):
     activities: list[ActivityRecord] = Field(default_factory=list)
     task_failures: list[str] = Field(default_factory=list)
     """Causes of its failed workflow tasks (a bug or a non-determinism), benign ones left out."""
+    task_failures_replayed: list[str] = Field(default_factory=list)
+    """Failures on a worker's cached state whose next attempt, a full replay, passed
+    (``demo.chaos.collect.CACHED_STATE_FAILURE``): shown, not a violation."""
     waiting_on: list[str] = Field(default_factory=list)
     """An open incident's pending activities at the end (name, attempt, last failure)."""
     waiting_for: str | None = None
