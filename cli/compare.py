@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from whatif.options import CompareOptions
 
 compare_app = typer.Typer()
 
@@ -133,6 +136,27 @@ def compare(
             help="Chance a node comes back from a reboot faulty (default 0, as above).",
         ),
     ] = 0.0,
+    node_launch: Annotated[
+        str | None,
+        typer.Option(
+            "--node-launch",
+            help="How long a node Karpenter launches takes to be Ready, e.g. 5m, 20m "
+            "(default: the simulator's 5m).",
+            show_default=False,
+        ),
+    ] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="NAME=V1,V2,...: run the whole comparison at each value and draw each "
+            "policy's availability, GPU-hours lost and job success against it. NAME: "
+            "node-launch, fault-multiplier, job-nodes, new-node-fault-probability, "
+            "reboot-fault-probability. --report writes the sweep's page; --json prints "
+            '{"sweep": ..., "points": [...]}.',
+            show_default=False,
+        ),
+    ] = None,
     chaos: Annotated[
         bool,
         typer.Option(
@@ -194,10 +218,14 @@ def compare(
             parallel=parallel,
             new_node_fault_probability=new_node_fault_probability,
             reboot_fault_probability=reboot_fault_probability,
+            node_launch=node_launch,
             chaos=chaos,
             chaos_kinds=chaos_kinds,
             chaos_faults=chaos_faults,
         )
+        if sweep is not None:
+            _sweep(sweep, options, err)
+            return
         # Imported here: the simulator and the worker's dependencies load only now.
         from whatif.cli_run import CliCompare
 
@@ -224,3 +252,32 @@ def compare(
         for line in broken:
             err.print(f"chaos invariant broken: {line}", markup=False, highlight=False)
         raise typer.Exit(CHAOS_VIOLATED)
+
+
+def _sweep(text: str, options: CompareOptions, err: Console) -> None:
+    """``--sweep``: the comparison at each value (exits 1 when a part fails).
+
+    Raises:
+        CompareError: Bad input, before anything runs.
+    """
+    from whatif.cli_run import CliSweep
+    from whatif.options import CompareError
+    from whatif.sweep import parse_sweep, sweep_json
+
+    parsed = parse_sweep(text, options)
+    run = CliSweep(
+        parsed,
+        report=options.report,
+        json_output=options.json_output,
+        out=Console(soft_wrap=True),
+        err=err,
+    )
+    try:
+        points = asyncio.run(run.run())
+    except (CompareError, RuntimeError, TimeoutError, OSError) as error:
+        err.print(f"error: {error}", markup=False, highlight=False)
+        raise typer.Exit(1) from error
+    if options.json_output:
+        out = Console(soft_wrap=True)
+        out.file.write(json.dumps(sweep_json(parsed, points)) + "\n")
+        out.file.flush()

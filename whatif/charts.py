@@ -35,7 +35,8 @@ JOB_OUTCOMES = (
 )
 
 
-def _svg(fig: Figure) -> str:
+def svg(fig: Figure) -> str:
+    """The figure as inline SVG text (closed afterwards)."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
@@ -54,7 +55,7 @@ def _steps(results: list[PolicyResult], title: str, field: str) -> str:
     ax.set_xlabel("simulated hours")
     ax.set_ylabel("nodes")
     ax.legend(frameon=False, fontsize=8)
-    return _svg(fig)
+    return svg(fig)
 
 
 def _bars(names: list[str], values: list[float], title: str, unit: str) -> str:
@@ -63,7 +64,7 @@ def _bars(names: list[str], values: list[float], title: str, unit: str) -> str:
     ax.bar_label(bars, labels=[f"{v:,.1f}" for v in values], fontsize=8)
     ax.set_title(title)
     ax.set_ylabel(unit)
-    return _svg(fig)
+    return svg(fig)
 
 
 def _jobs(results: list[PolicyResult]) -> str:
@@ -77,7 +78,7 @@ def _jobs(results: list[PolicyResult]) -> str:
     ax.set_title("Training job runs")
     ax.set_ylabel("runs")
     ax.legend(frameon=False, fontsize=8)
-    return _svg(fig)
+    return svg(fig)
 
 
 def charts(results: list[PolicyResult]) -> list[str]:

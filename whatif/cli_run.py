@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from pathlib import Path
+
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from demo.summary import duration_text
 from whatif.chaos import render as render_chaos
-from whatif.options import CompareOptions
+from whatif.options import CompareError, CompareOptions
 from whatif.results import admission_table, latency_warnings, table
 from whatif.runner import CompareRun, PolicyResult
 from whatif.runner import Progress as RunProgress
+from whatif.sweep import Sweep, SweepPoint, run_sweep, tables
 
 
 class CliCompare:
@@ -91,3 +96,59 @@ class CliCompare:
             open=progress.open_incidents,
             phase=progress.phase,
         )
+
+
+class CliSweep:
+    """``remediate compare --sweep`` around :func:`~whatif.sweep.run_sweep`.
+
+    Args:
+        sweep: What to run (its options are each value's comparison).
+        report: Where to write the sweep's HTML page, or None.
+        json_output: Keep stdout for the JSON (notes go to ``err``).
+        out: Where the tables go.
+        err: Where notes go.
+    """
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        *,
+        report: Path | None,
+        json_output: bool,
+        out: Console,
+        err: Console,
+    ) -> None:
+        self.sweep = sweep
+        self.report = report
+        self.ui = err if json_output else out
+        if report is not None and not report.parent.is_dir():
+            raise CompareError(f"--report: no directory {report.parent}")
+
+    async def run(self) -> list[SweepPoint]:
+        """Run the comparison at each value; print the tables (and write the report)."""
+        sweep = self.sweep
+        base = sweep.options[0]
+        self.ui.print(
+            f"Sweeping {sweep.name} over {', '.join(sweep.values)}: at each value "
+            f"{base.policies.count(',') + 1} policies on {base.nodes} simulated GPU nodes, "
+            f"seed {base.seed}."
+        )
+        began = time.monotonic()
+        points = await run_sweep(sweep, ui=self.ui, on_point=self._on_point(began))
+        for metric_table in tables(sweep, points):
+            self.ui.print(metric_table)
+        if self.report is not None:
+            from whatif.sweep import render
+
+            self.report.write_text(render(sweep, points), encoding="utf-8")
+            self.ui.print(f"Report: {self.report}")
+        return points
+
+    def _on_point(self, began: float) -> Callable[[SweepPoint], None]:
+        def done(point: SweepPoint) -> None:
+            self.ui.print(
+                f"{self.sweep.name}={point.value}: done after "
+                f"{duration_text(time.monotonic() - began)} (timeline {point.timeline})"
+            )
+
+        return done

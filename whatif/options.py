@@ -39,6 +39,10 @@ CHAOS_KINDS: tuple[ChaosKind, ...] = tuple(k for k in KINDS if k not in SHARED_K
 """What ``--chaos-kinds all`` (the default) injects into each policy's run."""
 DEFAULT_CHAOS_FAULTS = 2
 
+MAX_NODE_LAUNCH = timedelta(days=1)
+"""The longest launch-to-Ready time ``--node-launch`` takes: past it a pool is short, which
+is a capacity model's to say (issue 36), not a launch time's."""
+
 DEFAULT_DURATION = timedelta(hours=6)
 """Without --duration and --scenario: enough simulated time for a few operator round trips."""
 
@@ -65,6 +69,9 @@ class CompareOptions(BaseModel):
     report: Path | None = None
     workloads: bool = True
     job_nodes: int = Field(default=4, ge=1)
+    node_launch: Duration | None = None
+    """Karpenter's NodeClaim-created-to-Ready time on the simulated fleet; None: the
+    simulator's default (``simulator.fleet.clock.Durations.node_launch``)."""
     operator: bool = True
     settle_timeout: float = Field(default=60.0, ge=0)
     refresh_interval: float = Field(default=1.0, gt=0)
@@ -101,6 +108,13 @@ class CompareOptions(BaseModel):
         if self.clock != "server" and self.step_phase:
             raise ValueError("step_phase: only with the clock-free comparison (--clock server)")
         return self
+
+    @field_validator("node_launch")
+    @classmethod
+    def _launch_in_range(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and not timedelta(0) < value <= MAX_NODE_LAUNCH:
+            raise ValueError(f"must be more than 0 and at most {MAX_NODE_LAUNCH}")
+        return value
 
     @field_validator("chaos_kinds", "chaos_faults")
     @classmethod
@@ -240,7 +254,11 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
             "reboot_fault_probability": options.reboot_fault_probability,
         }
     )
-    return config.model_copy(update={"admission": admission}), duration
+    config = config.model_copy(update={"admission": admission})
+    if options.node_launch is not None:
+        durations = config.durations.model_copy(update={"node_launch": options.node_launch})
+        config = config.model_copy(update={"durations": durations})
+    return config, duration
 
 
 def _check_parts(options: CompareOptions) -> None:

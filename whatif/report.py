@@ -251,7 +251,9 @@ def render(
     facts = [
         f"Fleet: {html.escape(pools)} ({config.total_nodes} nodes); workloads "
         f"{'on' if config.workloads else 'off'}; human operator "
-        f"{'on' if config.operator else 'off'}.",
+        f"{'on' if config.operator else 'off'}; a node Karpenter launches is Ready after "
+        f"{duration_text(config.durations.node_launch.total_seconds())}"
+        + (" (--node-launch)." if options.node_launch is not None else " (the default)."),
         f"Faults: mix {html.escape(mix)} x {options.fault_multiplier:g}"
         + (f", scenario {html.escape(str(options.scenario))}" if options.scenario else "")
         + f"; seed {options.seed}; {tl.planned} planned faults ("
