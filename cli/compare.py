@@ -136,6 +136,18 @@ def compare(
             help="Chance a node comes back from a reboot faulty (default 0, as above).",
         ),
     ] = 0.0,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="YAML file of the simulator's assumptions to replace: durations, workloads, "
+            "operator, each holding only what it changes (docs/what-if.md).",
+            show_default=False,
+        ),
+    ] = None,
+    job_nodes: Annotated[
+        int, typer.Option("--job-nodes", min=1, help="Nodes per gang-scheduled training job.")
+    ] = 4,
     node_launch: Annotated[
         str | None,
         typer.Option(
@@ -218,6 +230,8 @@ def compare(
             parallel=parallel,
             new_node_fault_probability=new_node_fault_probability,
             reboot_fault_probability=reboot_fault_probability,
+            model=model,
+            job_nodes=job_nodes,
             node_launch=node_launch,
             chaos=chaos,
             chaos_kinds=chaos_kinds,

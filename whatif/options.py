@@ -28,6 +28,7 @@ from gpu_remediation.policy import Duration, Policy
 from gpu_remediation.policy_loader import PolicyError, load_policy
 from policies import BASELINES, BUILT_IN, load_baseline
 from simulator.fleet import FaultMix, FleetConfig, Scenario, ScenarioError, parse_pools
+from simulator.fleet.assumptions import ModelError, load_model
 from simulator.fleet.config import AdmissionSimConfig
 from simulator.fleet.operator_config import OperatorConfig
 from whatif.server_time import DEFAULT_STEP
@@ -69,6 +70,9 @@ class CompareOptions(BaseModel):
     report: Path | None = None
     workloads: bool = True
     job_nodes: int = Field(default=4, ge=1)
+    model: Path | None = None
+    """A model file (``simulator.fleet.assumptions``): durations, workloads and the
+    operator the simulator assumes, replaced where the file says."""
     node_launch: Duration | None = None
     """Karpenter's NodeClaim-created-to-Ready time on the simulated fleet; None: the
     simulator's default (``simulator.fleet.clock.Durations.node_launch``)."""
@@ -255,6 +259,11 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
         }
     )
     config = config.model_copy(update={"admission": admission})
+    if options.model is not None:
+        try:
+            config = load_model(options.model).apply(config)
+        except ModelError as err:
+            raise CompareError(f"--model: {err}") from err
     if options.node_launch is not None:
         durations = config.durations.model_copy(update={"node_launch": options.node_launch})
         config = config.model_copy(update={"durations": durations})

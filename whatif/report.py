@@ -7,11 +7,13 @@ factor, and what the simulator models and what it does not. Nothing is fetched.
 from __future__ import annotations
 
 import html
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from demo.summary import duration_text
+from simulator.fleet.assumptions import load_model
+from simulator.fleet.operator_config import LogNormal
 from whatif.chaos import html_section as chaos_section
 from whatif.charts import charts as svg_charts
 from whatif.factor_check import FactorCheck, html_section
@@ -189,6 +191,56 @@ def _latency_section(results: list[PolicyResult]) -> str:
     )
 
 
+def _figure(value: object) -> str:
+    """One model figure as the report shows it."""
+    if isinstance(value, timedelta):
+        return duration_text(value.total_seconds())
+    if isinstance(value, LogNormal):
+        median = duration_text(value.median.total_seconds())
+        return f"lognormal, median {median}, sigma {value.sigma:g}"
+    if isinstance(value, frozenset | set):
+        return ", ".join(sorted(str(v) for v in value))
+    return str(value)
+
+
+def _model_section(compare: CompareRun) -> str:
+    """Every duration, workload and operator figure the run assumed, and who set it."""
+    options, config = compare.options, compare.fleet_config
+    from_file = load_model(options.model).changes() if options.model is not None else {}
+    from_options = {"durations.node_launch": options.node_launch is not None}
+    from_options["workloads.job_nodes"] = True  # always the comparison's own option
+    rows = []
+    for section, model in (
+        ("durations", config.durations),
+        ("workloads", config.workloads),
+        ("operator", config.operator),
+    ):
+        if model is None:
+            continue
+        for name, field in type(model).model_fields.items():
+            key = f"{section}.{name}"
+            if from_options.get(key):
+                source = "--" + name.replace("_", "-")
+            elif name in from_file.get(section, {}):
+                source = "--model"
+            else:
+                source = "default"
+            rows.append(
+                f"<tr><td>{key}</td><td>{html.escape(_figure(getattr(model, name)))}</td>"
+                f"<td>{source}</td><td>{html.escape(field.description or '')}</td></tr>"
+            )
+    named = f" (model file {html.escape(str(options.model))})" if options.model else ""
+    return (
+        f"<h2>The model's figures</h2><p>What the simulated fleet assumed{named}. A default "
+        "is the simulator's: its source, or that it is an assumption, is given where it is "
+        "defined (simulator/fleet/clock.py, config.py, operator.py); "
+        "<code>--model FILE</code> replaces any of them.</p>"
+        "<table><tr><th>figure</th><th>value</th><th>set by</th><th>what it is</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f} s"
 
@@ -313,6 +365,7 @@ fleet.</p>
 {chaos_section(results)}
 {charts}
 {html_section(check, refusal)}
+{_model_section(compare)}
 <h2>What the simulator models</h2><ul>{models}</ul>
 <h2>What it does not model</h2><ul>{not_models}</ul>
 </body></html>

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from demo.summary import duration_text
-from whatif.options import CompareError, CompareOptions, options_from
+from whatif.options import CompareError, CompareOptions, compare_fleet, options_from
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -118,6 +118,11 @@ def parse_sweep(text: str, base: CompareOptions) -> Sweep:
     for value in values:
         try:
             options.append(options_from(**{**fields, axis.field: value}))
+        except CompareError as err:
+            raise CompareError(f"--sweep {name}={value}: {err}") from err
+    for value, each in zip(values, options, strict=True):
+        try:
+            compare_fleet(each)  # its fleet, mix and model files, before anything runs
         except CompareError as err:
             raise CompareError(f"--sweep {name}={value}: {err}") from err
     xs = [axis.x(getattr(o, axis.field)) for o in options]
@@ -316,8 +321,6 @@ every policy through the real system on its own fresh simulated fleet, at each v
 
 
 def _duration_s(options: CompareOptions) -> float:
-    from whatif.options import compare_fleet
-
     return compare_fleet(options)[1].total_seconds()
 
 

@@ -134,3 +134,48 @@ async def test_a_longer_launch_costs_a_replacing_policy_availability_and_nothing
     assert page.count("<svg") == 3
     assert "node launch to Ready (minutes)" in page
     assert "Swept: <code>node-launch</code> over 5m, 65m" in page
+
+
+@pytest.mark.unit
+def test_a_model_file_reaches_the_fleet_and_an_explicit_option_wins_over_it(
+    tmp_path: Path,
+) -> None:
+    from rich.console import Console
+
+    from whatif.options import compare_fleet
+    from whatif.report import _model_section
+    from whatif.runner import CompareRun
+
+    model = tmp_path / "model.yaml"
+    model.write_text("durations: {node_launch: 20m, reboot: 8m}\noperator: {staff: 1}\n")
+    fleet, _ = compare_fleet(options_from(nodes=8, pools="h100", model=model))
+    assert fleet.durations.node_launch == timedelta(minutes=20)
+    assert fleet.durations.reboot == timedelta(minutes=8)
+    assert fleet.operator is not None
+    assert fleet.operator.staff == 1
+
+    options = options_from(nodes=8, pools="h100", model=model, node_launch="45m")
+    compare = CompareRun(options, ui=Console(quiet=True))
+    assert compare.fleet_config.durations.node_launch == timedelta(minutes=45)
+    page = _model_section(compare)
+    assert "<tr><td>durations.node_launch</td><td>45m 00s</td><td>--node-launch</td>" in page
+    assert "<tr><td>durations.reboot</td><td>8m 00s</td><td>--model</td>" in page
+    assert "<tr><td>durations.gpu_reset</td><td>20s</td><td>default</td>" in page
+    assert "<tr><td>operator.staff</td><td>1</td><td>--model</td>" in page
+
+
+@pytest.mark.unit
+def test_a_bad_model_file_is_refused_naming_the_option(tmp_path: Path) -> None:
+    from whatif.options import compare_fleet
+
+    model = tmp_path / "model.yaml"
+    model.write_text("durations: {reboot: soon}\n")
+    with pytest.raises(CompareError, match=r"--model: .*model\.yaml: durations\.reboot"):
+        compare_fleet(options_from(nodes=8, pools="h100", model=model))
+    model.write_text("workloads: {restart_delay: 1m}\n")
+    with pytest.raises(CompareError, match=r"--model: workloads: .*\(--no-workloads\)"):
+        compare_fleet(options_from(nodes=8, pools="h100", model=model, workloads=False))
+    with pytest.raises(CompareError, match="--sweep job-nodes=2: --model"):
+        parse_sweep(
+            "job-nodes=2,4", options_from(nodes=8, pools="h100", model=model, workloads=False)
+        )
