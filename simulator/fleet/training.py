@@ -8,7 +8,14 @@ checkpoint. At its end, its GPU time is split exactly into:
 - productive: work that is kept (saved in a checkpoint, or the run completed);
 - checkpointing: saves the job does on its own schedule;
 - requested: saves the remediation asked for (the handshake);
-- lost: everything else, i.e. work since the last checkpoint and any save cut short.
+- lost: everything else, i.e. work since the last checkpoint, any save cut short, the
+  restart's own start (``startup``: loading the checkpoint and the gang's rendezvous)
+  and time hung.
+
+An attempt may *hang* (issue 36): a fault that stops a rank without an error leaves
+every rank waiting at its next collective, so the job makes no progress (and cannot
+save) until the collective's timeout ends it, or until something evicts it first.
+``hung`` reports that time on its own, as a part of ``lost``.
 
 A running attempt counts its unsaved work as productive until it is lost.
 """
@@ -63,6 +70,8 @@ class Usage:
     slowed: float = 0.0
     """Training time that a slow node (issue 37) turned into no work: at 1.34x
     slower, a quarter of every second."""
+    hung: float = 0.0
+    """Of ``lost``: time the attempt was hung, waiting at a collective (issue 36)."""
 
     def add(self, other: Usage) -> None:
         """Add ``other`` into this one."""
@@ -72,6 +81,7 @@ class Usage:
         self.requested += other.requested
         self.lost += other.lost
         self.slowed += other.slowed
+        self.hung += other.hung
 
 
 @dataclass(slots=True)
@@ -84,6 +94,8 @@ class Attempt:
         total: Work the run needs.
         interval: Work between periodic checkpoints.
         cost: Time one checkpoint takes.
+        startup: Time from the placement until training starts (a restart loads its
+            checkpoint and the gang meets again first).
     """
 
     started_at: float
@@ -91,6 +103,7 @@ class Attempt:
     total: float
     interval: float
     cost: float
+    startup: float = 0.0
     work: float = field(init=False)
     since: float = field(init=False)
     saved: float = field(init=False)
@@ -107,30 +120,58 @@ class Attempt:
     """Work per second while training: below 1 while a rank's node is slow (issue 37)."""
     slowed_s: float = 0.0
     """Training seconds lost to slowness up to ``since``."""
+    hung_since: float | None = None
+    """When the attempt hung (None: it is not hung)."""
 
     def __post_init__(self) -> None:
         self.work = self.saved = self.resumed_from
-        self.since = self.started_at
+        self.since = self.started_at + self.startup
 
     @property
     def saving(self) -> bool:
         """Whether a checkpoint is being saved."""
         return self.saving_since is not None
 
+    @property
+    def hung(self) -> bool:
+        """Whether the attempt waits at a collective that will not complete."""
+        return self.hung_since is not None
+
     def work_at(self, now: float) -> float:
-        """Work done by ``now`` (frozen while saving)."""
-        if self.saving:
+        """Work done by ``now`` (frozen while saving or hung)."""
+        if self.saving or self.hung:
             return self.work
         return min(self.total, self.work + self.rate * max(0.0, now - self.since))
 
     def slowed_at(self, now: float) -> float:
         """Training seconds lost to slowness by ``now``."""
-        if self.saving:
+        if self.saving or self.hung:
             return self.slowed_s
         return self.slowed_s + (1.0 - self.rate) * max(0.0, now - self.since)
 
+    def hung_at(self, now: float) -> float:
+        """Seconds hung by ``now``."""
+        return max(0.0, now - self.hung_since) if self.hung_since is not None else 0.0
+
+    def hang(self, now: float) -> bool:
+        """Every rank waits from ``now`` on: no work, and a save under way never completes.
+
+        Returns:
+            Whether it was not hung already.
+        """
+        if self.hung:
+            return False
+        self._settle(now)
+        self.saving_since = None  # the save's time stays in ``lost``: it is never kept
+        self.saving_for = None
+        self.hung_since = now
+        return True
+
     def next_event(self) -> tuple[float, str]:
-        """When the next thing happens by itself: ``saved``, ``checkpoint`` or ``done``."""
+        """When the next thing happens by itself: ``saved``, ``checkpoint`` or ``done``.
+
+        A hung attempt has none (the caller schedules nothing for it).
+        """
         if self.saving_since is not None:
             return self.saving_since + self.cost, "saved"
         to_done = self.total - self.work
@@ -149,18 +190,22 @@ class Attempt:
 
     def _settle(self, now: float) -> None:
         """Account the training since ``since`` at the current rate, up to ``now``."""
-        if self.saving:
-            return
+        if self.saving or self.hung or now <= self.since:
+            return  # nothing trained since ``since`` (or training has not started yet)
         self.work = self.work_at(now)
         self.slowed_s = self.slowed_at(now)
         self.since = now
 
     def begin_save(self, now: float, why: Why) -> None:
-        """Stop training and start saving a checkpoint of the work done by ``now``."""
-        if self.saving:
+        """Stop training and start saving a checkpoint of the work done by ``now``.
+
+        Asked before training has started (the restart's startup), the save begins
+        when it does; a hung attempt saves nothing.
+        """
+        if self.saving or self.hung:
             return
         self._settle(now)
-        self.saving_since = now
+        self.saving_since = max(now, self.since)
         self.saving_for = why
 
     def finish_save(self, now: float) -> float:
@@ -190,7 +235,7 @@ class Attempt:
         elapsed = max(0.0, now - self.started_at)
         periodic, requested = self.periodic_s, self.requested_s
         if ending is None:
-            in_flight = now - self.saving_since if self.saving_since is not None else 0.0
+            in_flight = max(0.0, now - self.saving_since) if self.saving_since is not None else 0.0
             if self.saving_for is Why.REQUESTED:
                 requested += in_flight
             else:
@@ -209,6 +254,7 @@ class Attempt:
             requested=requested * gpus,
             lost=lost * gpus,
             slowed=slowed * gpus,
+            hung=min(lost, self.hung_at(now)) * gpus,
         )
 
     @property
@@ -249,6 +295,10 @@ class JobStats:
     """Requests with urgency when_idle."""
     checkpoints_answered: int = 0
     malformed_requests: int = 0
+    hangs: int = 0
+    """Attempts that hung at a collective (issue 36)."""
+    hang_timeouts: int = 0
+    """Of those, attempts the collective's timeout failed (nothing ended them before)."""
     finished: Usage = field(default_factory=Usage)
     lost_to_faults: float = 0.0
     lost_to_remediation: float = 0.0

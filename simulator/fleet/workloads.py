@@ -1,8 +1,9 @@
 """Gang-scheduled training jobs that checkpoint: what faults and drains interrupt.
 
 Each job runs one pod per node (all of the node's GPUs) on ``job_nodes`` nodes
-of one pool, all at once or not at all, like a JobSet: its pods carry
-``jobset.sigs.k8s.io/jobset-name: <job>`` and ``jobset.sigs.k8s.io/restart-attempt``.
+(or a size of the ``gangs`` mix) of one pool, all at once or not at all, like a
+JobSet: its pods carry ``jobset.sigs.k8s.io/jobset-name: <job>`` and
+``jobset.sigs.k8s.io/restart-attempt``.
 A *run* of a job does ``job_duration`` of work, saving a checkpoint every
 ``checkpoint_interval`` of work (each save stops training for ``checkpoint_cost``).
 An *attempt* is one placement of the run's pods. An attempt ends:
@@ -12,7 +13,9 @@ An *attempt* is one placement of the run's pods. An attempt ends:
   not in ``survivable_faults`` (those leave the job running until its node is
   drained), or a placement on a node already broken (the scheduler only sees
   cordons, taints, readiness and allocatable GPUs). The work since the last
-  checkpoint is lost and the retry budget is spent;
+  checkpoint is lost and the retry budget is spent. A fault in ``hanging_faults``
+  does this only ``collective_timeout`` later: meanwhile the job is *hung*, every
+  rank waiting at a collective that will not complete, training and saving nothing;
 - by the remediation: an eviction (the pod gets ``DisruptionTarget``, which a
   ``podFailurePolicy`` rule ``Ignore``s: work since the checkpoint is lost, the
   budget is not spent), a plain delete or a reboot under the job (the budget is
@@ -20,10 +23,11 @@ An *attempt* is one placement of the run's pods. An attempt ends:
 
 An interrupted run is placed again after ``restart_delay`` on free nodes (Ready,
 not cordoned, not tainted, all GPUs allocatable, no job) and resumes from its
-checkpoint; it fails for good once more than ``backoff_limit`` failures spent
-its budget. The first placement fills each pool in node-name order (job 000 on
-the pool's first ``job_nodes`` nodes, and so on), later ones pick free nodes at
-random as the scheduler's tie-break would.
+checkpoint once ``restart_cost`` has passed on them; it fails for good once more
+than ``backoff_limit`` failures spent its budget. A hung job that the remediation
+evicts first restarts without spending it. The first placement fills each pool in
+node-name order (job 000 on the pool's first nodes, and so on: the largest gangs
+first), later ones pick free nodes at random as the scheduler's tie-break would.
 
 Step times (``step_times``, docs/checkpoint-contract.md): while a node of a job
 is slow, every pod of the job writes its own time per step on itself, over
@@ -54,6 +58,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from checkpoint_client.kube import KubeConfig, KubeError, patch_pod_annotations
@@ -91,6 +96,14 @@ STEP_SECONDS = 1.0
 """Simulated seconds of work per training step (the answer's ``step``)."""
 
 
+class Effect(Enum):
+    """What a node's state does to the job on it."""
+
+    RUNS = "runs"
+    HANGS = "hangs"
+    CRASHES = "crashes"
+
+
 def speaks_handshake(index: int, share: float) -> bool:
     """Whether job ``index`` of its pool opts in: spread evenly, job 0 first."""
     return math.ceil(round((index + 1) * share, 9)) > math.ceil(round(index * share, 9))
@@ -103,6 +116,8 @@ class TrainingJob:
     name: str
     pool: str
     handshake: bool
+    size: int
+    """Nodes of its gang."""
     run: int = 0
     restarts: int = 0
     """Restarts of the current run (the JobSet's restart-attempt)."""
@@ -145,11 +160,15 @@ class Workloads:
         self._packed = True
         self._rng = random.Random(fleet.config.seed + 2)
         for pool in fleet.config.pools:
-            count = math.floor(pool.nodes * config.utilization / config.job_nodes)
-            for index in range(count):
-                name = f"{pool.name}-job-{index:03d}"
-                handshake = speaks_handshake(index, config.handshake_share)
-                self.jobs[name] = TrainingJob(name=name, pool=pool.name, handshake=handshake)
+            index = 0
+            for size, share in config.gang_sizes():
+                for _ in range(math.floor(pool.nodes * config.utilization * share / size)):
+                    name = f"{pool.name}-job-{index:03d}"
+                    handshake = speaks_handshake(index, config.handshake_share)
+                    self.jobs[name] = TrainingJob(
+                        name=name, pool=pool.name, handshake=handshake, size=size
+                    )
+                    index += 1
 
     # ------------------------------------------------------------ placement
 
@@ -187,13 +206,10 @@ class Workloads:
                     wake = job.ready_at if wake is None else min(wake, job.ready_at)
                     continue
                 nodes = free.get(job.pool, [])
-                if len(nodes) < self.config.job_nodes:
+                if len(nodes) < job.size:
                     continue
-                if packed:
-                    chosen = nodes[: self.config.job_nodes]
-                else:
-                    # The scheduler breaks ties between equal nodes at random.
-                    chosen = sorted(self._rng.sample(nodes, self.config.job_nodes))
+                # Later, the scheduler breaks ties between equal nodes at random.
+                chosen = nodes[: job.size] if packed else sorted(self._rng.sample(nodes, job.size))
                 free[job.pool] = [n for n in nodes if n not in chosen]
                 self._begin(job, chosen, now)
                 starts.append(job)
@@ -205,6 +221,7 @@ class Workloads:
     def _begin(self, job: TrainingJob, nodes: list[str], now: float) -> None:
         # Caller holds the lock.
         fleet = self._fleet
+        startup = 0.0
         if job.fresh:
             job.fresh = False
             job.run += 1
@@ -212,6 +229,7 @@ class Workloads:
             job.saved = 0.0
         else:
             job.restarts += 1
+            startup = self.config.restart_cost.total_seconds()
         job.running = True
         job.reported_step = None
         job.nodes = nodes
@@ -223,6 +241,7 @@ class Workloads:
             total=self.config.job_duration.total_seconds(),
             interval=self.config.checkpoint_interval.total_seconds(),
             cost=self.config.checkpoint_cost.total_seconds(),
+            startup=startup,
         )
         for name in nodes:
             fleet.nodes[name].job = job.name
@@ -251,21 +270,34 @@ class Workloads:
                 gpus=fleet.pool(job.pool).gpus_per_node,
             )
         with fleet.lock:
-            broken = any(self._breaks_work(fleet.nodes[n]) for n in nodes if n in fleet.nodes)
+            effects = {self._effect(fleet.nodes[n]) for n in nodes if n in fleet.nodes}
             slow = job.attempt is not None and job.attempt.rate < 1.0
-        if broken:
+        if Effect.CRASHES in effects:
             self._end(job.name, run, restarts, Ending.FAULT)
+            return
+        if Effect.HANGS in effects:
+            self._hang(job.name, run, restarts)  # placed on a node that hangs its collectives
             return
         self._schedule(job.name)
         if slow and self.config.step_times is not None:
             self._new_step_window(job.name, run, restarts)  # placed on a slow node
 
-    def _breaks_work(self, node: NodeState) -> bool:
-        """Whether the node cannot run the job: down, rebooting, or a fault it cannot survive."""
-        if node.phase is not Phase.RUNNING or not node.kubelet_up:
-            return True
-        survivable = self.config.survivable_faults
-        return any(f.info.interrupts_jobs and f.kind not in survivable for f in node.faults)
+    def _effect(self, node: NodeState) -> Effect:
+        """What the node does to a job on it: runs it, hangs it or fails it (caller locks).
+
+        A fault it cannot survive hangs the job when every such fault is one of
+        ``hanging_faults`` (a host that stops, with its kubelet, hangs the others too);
+        a node down or rebooting, or a stopped kubelet without such a fault, fails it.
+        """
+        if node.phase is not Phase.RUNNING:
+            return Effect.CRASHES
+        survivable, hanging = self.config.survivable_faults, self.config.hanging_faults
+        kinds = {f.kind for f in node.faults if f.info.interrupts_jobs and f.kind not in survivable}
+        if kinds - hanging:
+            return Effect.CRASHES
+        if kinds:
+            return Effect.HANGS
+        return Effect.RUNS if node.kubelet_up else Effect.CRASHES
 
     # ------------------------------------------------------------- progress
 
@@ -273,7 +305,7 @@ class Workloads:
         fleet = self._fleet
         with fleet.lock:
             job = self.jobs[name]
-            if not job.running or job.attempt is None:
+            if not job.running or job.attempt is None or job.attempt.hung:
                 return
             job.token += 1
             token = job.token
@@ -301,6 +333,30 @@ class Workloads:
         for incident, answer in answers:
             self._write_answer(name, run, restarts, incident, answer)
         self._schedule(name)
+
+    def _hang(self, name: str, run: int, restarts: int) -> None:
+        """The attempt hangs: it fails ``collective_timeout`` on, unless it ends first."""
+        fleet = self._fleet
+        with fleet.lock:
+            job = self._attempt_of(name, run, restarts)
+            if job is None or job.attempt is None:
+                return
+            now = fleet.clock.now()
+            if not job.attempt.hang(now):
+                return
+            job.token += 1  # its checkpoint and completion timers are void
+            self.stats.hangs += 1
+        timeout = self.config.collective_timeout.total_seconds()
+        fleet.scheduler.call_at(now + timeout, lambda: self._timed_out(name, run, restarts))
+
+    def _timed_out(self, name: str, run: int, restarts: int) -> None:
+        """The hung collective's timeout: the watchdog fails the job (the budget is spent)."""
+        with self._fleet.lock:
+            job = self._attempt_of(name, run, restarts)
+            if job is None or job.attempt is None or not job.attempt.hung:
+                return
+            self.stats.hang_timeouts += 1
+        self._end(name, run, restarts, Ending.FAULT)
 
     def _answers(self, job: TrainingJob) -> list[tuple[str, Answer]]:
         # Caller holds the lock. Every waiting request is answered by a fresh checkpoint.
@@ -570,13 +626,17 @@ class Workloads:
             job = self.jobs.get(node.job) if node is not None and node.job else None
             if node is None or job is None or not job.running:
                 return
+            run, restarts = job.run, job.restarts
             if node.phase is Phase.REBOOTING:
                 ending = Ending.REBOOTED
-            elif self._breaks_work(node):
-                ending = Ending.FAULT
             else:
-                return  # a fault the job runs through until the node is drained
-            run, restarts = job.run, job.restarts
+                effect = self._effect(node)
+                if effect is Effect.RUNS:
+                    return  # a fault the job runs through until the node is drained
+                ending = Ending.FAULT
+        if ending is Ending.FAULT and effect is Effect.HANGS:
+            self._hang(job.name, run, restarts)
+            return
         self._end(job.name, run, restarts, ending, node=node_name)
 
     def on_change(self, change: Change) -> None:
@@ -656,6 +716,9 @@ class Workloads:
             "gpu_seconds_lost_to_faults": stats.lost_to_faults,
             "gpu_seconds_lost_to_remediation": stats.lost_to_remediation,
             "gpu_seconds_lost_to_slowness": usage.slowed,
+            "gpu_seconds_hung": usage.hung,
+            "hangs": stats.hangs,
+            "hang_timeouts": stats.hang_timeouts,
             "ettr": usage.productive / usage.allocated if usage.allocated else None,
         } | {
             f"{CAUSED_BY_FAULT}{why}": count

@@ -110,3 +110,48 @@ def test_slowness_during_a_save_costs_nothing_more() -> None:
     usage = a.usage(1025.0, gpus=1, ending=None)
     assert (usage.productive, usage.requested) == (pytest.approx(10.0), pytest.approx(5.0))
     assert usage.slowed == pytest.approx(10.0)
+
+
+def test_a_restart_holds_its_nodes_before_it_trains_and_that_time_is_lost() -> None:
+    a = Attempt(
+        started_at=1000.0, resumed_from=30.0, total=100.0, interval=30.0, cost=5.0, startup=50.0
+    )
+    assert a.work_at(1040.0) == 30.0  # still loading its checkpoint
+    assert a.work_at(1060.0) == 40.0
+    a.begin_save(1020.0, Why.REQUESTED)  # asked during the startup: saves once it trains
+    assert a.next_event() == (1055.0, "saved")
+    usage = a.usage(1055.0, 1, None)
+    assert usage.requested == 5.0
+    assert usage.productive == 0.0
+
+
+def test_a_hung_attempt_neither_trains_nor_saves_and_its_time_is_lost_as_hung() -> None:
+    a = attempt()
+    run_until(a, 1020.0)
+    assert a.hang(1020.0)
+    assert not a.hang(1030.0)  # hung already
+    assert a.work_at(1500.0) == 20.0
+    a.begin_save(1100.0, Why.REQUESTED)
+    assert not a.saving
+    usage = a.usage(1620.0, 2, Ending.FAULT)
+    assert usage.hung == 600.0 * 2
+    assert usage.lost == 620.0 * 2  # 20 s of unsaved work and 600 s hung
+    assert usage.productive == 0.0
+
+
+def test_a_hang_during_a_save_cuts_the_save_short() -> None:
+    a = attempt()
+    run_until(a, 1032.0)  # saving since 1030 (30 s of work)
+    assert a.saving
+    a.hang(1032.0)
+    assert not a.saving
+    usage = a.usage(1100.0, 1, Ending.EVICTED)
+    assert usage.productive == 0.0  # the save never completed
+    assert usage.checkpointing == 0.0
+    assert usage.hung == 68.0
+    assert usage.lost == 100.0
+
+
+def test_job_stats_count_hangs_and_the_timeouts_that_ended_them() -> None:
+    stats = JobStats()
+    assert (stats.hangs, stats.hang_timeouts) == (0, 0)

@@ -8,10 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from checkpoint_client.protocol import STEP_TIME_ANNOTATION, StepTime, parse_step_time
 from gpu_remediation.contracts import DrainGpuPodsInput, QuarantineNodeInput
 from simulator.fleet import Fleet, WorkloadConfig
+from simulator.fleet.config import GangShare
 from simulator.fleet.workloads import (
     JOB_LABEL,
     JOBSET_LABEL,
@@ -150,6 +152,83 @@ async def test_a_plain_delete_spends_the_budget_and_a_spent_budget_fails_the_run
         lambda: asyncio.to_thread(job_pods, fleet),
         lambda found: "h100-job-000-r2a0-0" in found,
     )
+
+
+async def test_a_hanging_fault_fails_its_job_only_when_the_collective_times_out(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    # 30 simulated minutes of timeout: 1.5 s here.
+    config = workloads(collective_timeout=timedelta(minutes=30), handshake_share=0.0)
+    fleet = make_fleet(workloads=config)
+    await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
+    )
+    fleet.inject("efa_link", "h100-0001")  # the link goes silent: every rank waits
+    jobs = await stats_where(fleet, lambda j: j["hangs"] == 1)
+    assert jobs["interrupted_by_fault"] == 0
+    attempt = job(fleet, "h100-job-000").attempt
+    assert attempt is not None
+    assert attempt.hung
+    jobs = await stats_where(fleet, lambda j: j["hang_timeouts"] == 1)
+    assert jobs["interrupted_by_fault"] == 1
+    assert jobs["restarts_spending_budget"] == 1
+    assert jobs["gpu_seconds_hung"] >= 30 * 60 * 3 * 8  # 3 nodes of 8 GPUs, 30 min
+
+
+async def test_an_eviction_ends_a_hung_job_before_its_timeout_without_spending_the_budget(
+    make_fleet: Callable[..., Fleet], aws_env: None
+) -> None:
+    config = workloads(
+        collective_timeout=timedelta(hours=10),
+        restart_cost=timedelta(minutes=7),
+        handshake_share=0.0,
+    )
+    fleet = make_fleet(workloads=config)
+    real = Real(fleet)
+    await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
+    )
+    fleet.inject("efa_link", "p5-0002")  # the link goes silent: every rank waits
+    await stats_where(fleet, lambda j: j["hangs"] == 1)
+    await real.run(
+        "drain_gpu_pods", DrainGpuPodsInput(node="p5-0002", incident_id="i", timeout_s=5)
+    )
+    jobs = await stats_where(fleet, lambda j: j["disruptions"] == 1)
+    assert jobs["hang_timeouts"] == 0
+    assert jobs["restarts_spending_budget"] == 0
+    assert jobs["gpu_seconds_hung"] > 0
+    # Not cordoned, the node takes the restart, which hangs at once: its link is still down.
+    jobs = await stats_where(fleet, lambda j: j["hangs"] == 2)
+    attempt = job(fleet, "p5-job-000").attempt
+    assert attempt is not None
+    assert attempt.hung
+    # The restart held its nodes for restart_cost before it would have trained.
+    assert attempt.since - attempt.started_at == pytest.approx(7 * 60)
+
+
+async def test_gangs_of_several_sizes_fill_each_pool_largest_first(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    gangs = (GangShare(nodes=2, share=0.5), GangShare(nodes=1, share=0.5))
+    fleet = make_fleet(workloads=WorkloadConfig(gangs=gangs, utilization=1.0))
+    assert fleet.workloads is not None
+    sizes = {name: j.size for name, j in fleet.workloads.jobs.items()}
+    # 3 nodes a pool: floor(3 * 0.5 / 2) = 0 gangs of 2, floor(3 * 0.5 / 1) = 1 of 1.
+    assert sizes == {"h100-job-000": 1, "p5-job-000": 1}
+
+
+def test_a_gang_mix_is_checked() -> None:
+    with pytest.raises(ValidationError, match="more than 1"):
+        WorkloadConfig(gangs=[{"nodes": 4, "share": 0.6}, {"nodes": 8, "share": 0.6}])
+    with pytest.raises(ValidationError, match="each size once"):
+        WorkloadConfig(gangs=[{"nodes": 4, "share": 0.2}, {"nodes": 4, "share": 0.2}])
+    with pytest.raises(ValidationError, match="job_nodes or gangs"):
+        WorkloadConfig(job_nodes=4, gangs=[{"nodes": 4, "share": 0.2}])
+    with pytest.raises(ValidationError, match="at least one"):
+        WorkloadConfig(gangs=[])
+    mix = WorkloadConfig(gangs=[{"nodes": 4, "share": 0.2}, {"nodes": 64, "share": 0.5}])
+    assert mix.gang_sizes() == [(64, 0.5), (4, 0.2)]
+    assert WorkloadConfig(job_nodes=8).gang_sizes() == [(8, 1.0)]
 
 
 async def test_a_run_that_does_its_work_succeeds_and_ettr_counts_the_checkpoints(
