@@ -390,46 +390,82 @@ def seconds(value: timedelta) -> float:
 class Durations(BaseModel):
     """How long things take on the simulated fleet, in simulated time.
 
-    Defaults follow the reference (gpu-faults.md section 6). Accepts "30s", "4m", "2h".
+    Each default names its source or says it is an assumption (the report lists them
+    all). Accepts "30s", "4m", "2h".
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpu_reset: Duration = Field(
-        default=timedelta(seconds=20), description="nvidia-smi -r, per GPU."
+        default=timedelta(seconds=20),
+        description="nvidia-smi -r, per GPU: an assumption inside the 'seconds to 2 minutes' "
+        "operators report (gpu-faults.md section 6); NVIDIA publishes no figure.",
     )
     reboot: Duration = Field(
-        default=timedelta(minutes=4), description="Host down until the kubelet is Ready again."
+        default=timedelta(minutes=4),
+        description="Host down until the kubelet is Ready again: an assumption inside the "
+        "'3-5 minutes' operators report for a GPU host with its GPU stack (gpu-faults.md "
+        "section 6); no public figure for a p5 was found.",
     )
     node_launch: Duration = Field(
         default=timedelta(minutes=5),
-        description="Karpenter: NodeClaim created until the new node is Ready (GPU stack up).",
+        description="Karpenter: NodeClaim created until the new node is Ready (GPU stack "
+        "up): an assumption. Ordinary nodes take 40-100 s (aws/karpenter-provider-aws#3102, "
+        "#6128); GPU types 'take much longer' (awslabs/amazon-eks-ami#1099), some near "
+        "Karpenter's 15-minute registration limit (kubernetes-sigs/karpenter#357). "
+        "Sweep it: remediate compare --sweep node-launch=...",
     )
     instance_termination: Duration = Field(
-        default=timedelta(seconds=60), description="Instance shutdown until the Node is deleted."
+        default=timedelta(seconds=60),
+        description="Instance shutdown until the Node is deleted: an assumption.",
     )
     drain_retry: Duration = Field(
-        default=timedelta(seconds=5), description="Karpenter retries blocked evictions this often."
+        default=timedelta(seconds=5),
+        description="Karpenter retries blocked evictions this often: an assumption.",
     )
     drain_timeout: Duration = Field(
         default=timedelta(minutes=15),
-        description="Karpenter's terminationGracePeriod: pods left after it are deleted.",
+        description="Karpenter's terminationGracePeriod: pods left after it are deleted "
+        "(a NodePool setting; 15 min is an assumption).",
     )
-    diag_level_1: Duration = timedelta(seconds=60)
-    diag_level_2: Duration = timedelta(minutes=5)
-    diag_level_3: Duration = timedelta(minutes=12)
-    diag_level_4: Duration = timedelta(minutes=60)
-    health_check: Duration = Field(default=timedelta(seconds=5), description="dcgmi health -c.")
+    diag_level_1: Duration = Field(
+        default=timedelta(seconds=30),
+        description="dcgmi diag -r 1: NVIDIA, 'normally lasting seconds' (dcgmi diag "
+        "reference); 30 s is an assumption within that.",
+    )
+    diag_level_2: Duration = Field(
+        default=timedelta(minutes=2),
+        description="dcgmi diag -r 2: NVIDIA, 'normally lasting approximately two minutes' "
+        "(dcgmi diag reference; dcgmi's help: '~ 2 minutes').",
+    )
+    diag_level_3: Duration = Field(
+        default=timedelta(minutes=15),
+        description="dcgmi diag -r 3: NVIDIA, 'normally lasting approximately 15 minutes' "
+        "(dcgmi diag reference; dcgmi's help: '~ 15 minutes').",
+    )
+    diag_level_4: Duration = Field(
+        default=timedelta(minutes=60),
+        description="dcgmi diag -r 4: NVIDIA says only 'extended, longer-running'; an hour "
+        "is an assumption.",
+    )
+    health_check: Duration = Field(
+        default=timedelta(seconds=5), description="dcgmi health -c: an assumption."
+    )
     unreachable_command: Duration = Field(
         default=timedelta(seconds=30),
-        description="A command sent to a host that is down ends TimedOut after this.",
+        description="A command sent to a host that is down ends TimedOut after this: an "
+        "assumption.",
     )
     npd_interval: Duration = Field(
-        default=timedelta(seconds=30), description="Node Problem Detector plugin invoke interval."
+        default=timedelta(seconds=30),
+        description="Node Problem Detector plugin invoke interval: the node agent's own "
+        "(deploy/npd), as the mission states (every 30 s).",
     )
     node_monitor_grace: Duration = Field(
         default=timedelta(seconds=40),
-        description="A hung kubelet's node turns Ready=Unknown after this (node controller).",
+        description="A hung kubelet's node turns Ready=Unknown after this: "
+        "kube-controller-manager's --node-monitor-grace-period, 40 s by default until "
+        "Kubernetes 1.32 raised it to 50 s (kubernetes/kubernetes#121793, #127352).",
     )
     application_clear: Duration = Field(
         # A crashing job prints its Xid 13/31 once; the node agent keeps reporting an
@@ -441,11 +477,12 @@ class Durations(BaseModel):
     )
     false_positive_clear: Duration = Field(
         default=timedelta(minutes=30),
-        description="A spurious health report clears by itself after this (or on a diagnostic).",
+        description="A spurious health report clears by itself after this (or on a "
+        "diagnostic): an assumption.",
     )
     efa_link_clear: Duration = Field(
         default=timedelta(hours=2),
-        description="A network link fault outside the node is repaired after this.",
+        description="A network link fault outside the node is repaired after this: an assumption.",
     )
 
     def diag(self, level: int) -> float:
