@@ -223,6 +223,7 @@ def _workloads(
         checkpoint_interval=timedelta(minutes=2),
         checkpoint_cost=timedelta(seconds=15),
         restart_delay=timedelta(minutes=1),
+        restart_cost=timedelta(seconds=15),  # scaled down with the rest of this short world
         step_times=timedelta(seconds=30),  # the slow, silent GPU is found from them
     )
 

@@ -25,7 +25,9 @@ An interrupted run is placed again after ``restart_delay`` on free nodes (Ready,
 not cordoned, not tainted, all GPUs allocatable, no job) and resumes from its
 checkpoint once ``restart_cost`` has passed on them; it fails for good once more
 than ``backoff_limit`` failures spent its budget. A hung job that the remediation
-evicts first restarts without spending it. The first placement fills each pool in
+evicts first restarts without spending it. A failed run is resubmitted as the job's
+next run, which resumes from the failed one's checkpoint (it is on shared storage),
+as a user or a pipeline resubmits a training job. The first placement fills each pool in
 node-name order (job 000 on the pool's first nodes, and so on: the largest gangs
 first), later ones pick free nodes at random as the scheduler's tie-break would.
 
@@ -127,6 +129,8 @@ class TrainingJob:
     """Work of the run's latest checkpoint."""
     fresh: bool = True
     """The next placement starts a new run."""
+    resubmitted: bool = False
+    """The new run resubmits a failed one: it resumes from that run's checkpoint."""
     running: bool = False
     nodes: list[str] = field(default_factory=list)
     gpus: int = 0
@@ -160,15 +164,12 @@ class Workloads:
         self._packed = True
         self._rng = random.Random(fleet.config.seed + 2)
         for pool in fleet.config.pools:
-            index = 0
-            for size, share in config.gang_sizes():
-                for _ in range(math.floor(pool.nodes * config.utilization * share / size)):
-                    name = f"{pool.name}-job-{index:03d}"
-                    handshake = speaks_handshake(index, config.handshake_share)
-                    self.jobs[name] = TrainingJob(
-                        name=name, pool=pool.name, handshake=handshake, size=size
-                    )
-                    index += 1
+            for index, size in enumerate(config.jobs_in(pool.nodes)):
+                name = f"{pool.name}-job-{index:03d}"
+                handshake = speaks_handshake(index, config.handshake_share)
+                self.jobs[name] = TrainingJob(
+                    name=name, pool=pool.name, handshake=handshake, size=size
+                )
 
     # ------------------------------------------------------------ placement
 
@@ -226,7 +227,11 @@ class Workloads:
             job.fresh = False
             job.run += 1
             job.restarts = job.failures = 0
-            job.saved = 0.0
+            if job.resubmitted:
+                startup = self.config.restart_cost.total_seconds()
+            else:
+                job.saved = 0.0
+            job.resubmitted = False
         else:
             job.restarts += 1
             startup = self.config.restart_cost.total_seconds()
@@ -482,7 +487,7 @@ class Workloads:
         job.ready_at = now
         if ending is Ending.COMPLETED:
             stats.runs_succeeded += 1
-            job.fresh = True
+            job.fresh, job.resubmitted = True, False
             return
         job.ready_at = now + self.config.restart_delay.total_seconds()
         if ending.by_remediation:
@@ -504,7 +509,7 @@ class Workloads:
             stats.runs_failed += 1
             if ending.by_remediation:
                 stats.runs_failed_by_remediation += 1
-            job.fresh = True
+            job.fresh = job.resubmitted = True
 
     def _caused_by_remediation(self, job: TrainingJob, ending: Ending, node: str | None) -> None:
         # Caller holds the lock. Which faults the node had says why the project did it.

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from checkpoint_client.protocol import STEP_TIME_ANNOTATION, StepTime, parse_step_time
 from gpu_remediation.contracts import DrainGpuPodsInput, QuarantineNodeInput
 from simulator.fleet import Fleet, WorkloadConfig
-from simulator.fleet.config import GangShare
+from simulator.fleet.config import FLEET_GANGS, GangShare
 from simulator.fleet.workloads import (
     JOB_LABEL,
     JOBSET_LABEL,
@@ -147,11 +147,14 @@ async def test_a_plain_delete_spends_the_budget_and_a_spent_budget_fails_the_run
     assert jobs["evictions_spending_budget"] == 1
     assert jobs["runs_failed_by_remediation"] == 1
     assert jobs["success_rate"] == 0.0
-    # A new run of the job starts from scratch.
+    # The job is resubmitted: a new run, which resumes from the failed run's checkpoint.
     await assert_eventually(
         lambda: asyncio.to_thread(job_pods, fleet),
         lambda found: "h100-job-000-r2a0-0" in found,
     )
+    attempt = job(fleet, "h100-job-000").attempt
+    assert attempt is not None
+    assert attempt.resumed_from == job(fleet, "h100-job-000").saved
 
 
 async def test_a_hanging_fault_fails_its_job_only_when_the_collective_times_out(
@@ -206,15 +209,32 @@ async def test_an_eviction_ends_a_hung_job_before_its_timeout_without_spending_t
     assert attempt.since - attempt.started_at == pytest.approx(7 * 60)
 
 
-async def test_gangs_of_several_sizes_fill_each_pool_largest_first(
+async def test_a_gang_of_the_mix_places_one_pod_on_each_of_its_nodes(
     make_fleet: Callable[..., Fleet],
 ) -> None:
-    gangs = (GangShare(nodes=2, share=0.5), GangShare(nodes=1, share=0.5))
+    # 3 nodes a pool: 2.01 nodes for gangs of 2 (one), 0.99 for gangs of 1 (none).
+    gangs = (GangShare(nodes=2, share=0.67), GangShare(nodes=1, share=0.33))
     fleet = make_fleet(workloads=WorkloadConfig(gangs=gangs, utilization=1.0))
     assert fleet.workloads is not None
-    sizes = {name: j.size for name, j in fleet.workloads.jobs.items()}
-    # 3 nodes a pool: floor(3 * 0.5 / 2) = 0 gangs of 2, floor(3 * 0.5 / 1) = 1 of 1.
-    assert sizes == {"h100-job-000": 1, "p5-job-000": 1}
+    assert {name: j.size for name, j in fleet.workloads.jobs.items()} == {
+        "h100-job-000": 2,
+        "p5-job-000": 2,
+    }
+    pods = await assert_eventually(
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 4
+    )
+    assert {p["spec"]["nodeName"] for n, p in pods.items() if n.startswith("h100")} == {
+        "h100-0000",
+        "h100-0001",
+    }
+
+
+def test_a_gang_too_big_for_a_small_pool_shrinks_to_its_share() -> None:
+    mix = WorkloadConfig(utilization=0.9, gangs=FLEET_GANGS)
+    assert mix.jobs_in(1000) == [128] * 2 + [32] * 9 + [8] * 27 + [1] * 90
+    assert mix.jobs_in(40) == [11, 11, 8, 1, 1, 1]
+    assert mix.jobs_in(1) == []
+    assert WorkloadConfig(job_nodes=4, utilization=1.0).jobs_in(10) == [4, 4]
 
 
 def test_a_gang_mix_is_checked() -> None:
