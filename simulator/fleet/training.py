@@ -299,6 +299,14 @@ class JobStats:
     """Attempts that hung at a collective (issue 36)."""
     hang_timeouts: int = 0
     """Of those, attempts the collective's timeout failed (nothing ended them before)."""
+    runs_by_gang: dict[int, list[int]] = field(default_factory=dict)
+    """Gang size -> [runs succeeded, runs failed] of jobs of that size."""
+
+    def run_ended(self, size: int, *, succeeded: bool) -> None:
+        """Count a run of a job of ``size`` nodes that succeeded or spent its budget."""
+        counts = self.runs_by_gang.setdefault(size, [0, 0])
+        counts[0 if succeeded else 1] += 1
+
     finished: Usage = field(default_factory=Usage)
     lost_to_faults: float = 0.0
     lost_to_remediation: float = 0.0

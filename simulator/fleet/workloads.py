@@ -94,6 +94,10 @@ JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 CAUSED_BY_FAULT = "failures_caused_by_remediation.on."
 """Summary key prefix: project-caused failures by the faults their node had (``+``-joined)."""
+SUCCEEDED_BY_GANG = "runs_succeeded.gang."
+"""Summary key prefix: runs that succeeded, by their job's gang size (nodes)."""
+FAILED_BY_GANG = "runs_failed.gang."
+"""Summary key prefix: runs that spent their budget, by their job's gang size (nodes)."""
 STEP_SECONDS = 1.0
 """Simulated seconds of work per training step (the answer's ``step``)."""
 
@@ -487,6 +491,7 @@ class Workloads:
         job.ready_at = now
         if ending is Ending.COMPLETED:
             stats.runs_succeeded += 1
+            stats.run_ended(job.size, succeeded=True)
             job.fresh, job.resubmitted = True, False
             return
         job.ready_at = now + self.config.restart_delay.total_seconds()
@@ -507,6 +512,7 @@ class Workloads:
         job.failures += 1
         if job.failures > self.config.backoff_limit:
             stats.runs_failed += 1
+            stats.run_ended(job.size, succeeded=False)
             if ending.by_remediation:
                 stats.runs_failed_by_remediation += 1
             job.fresh = job.resubmitted = True
@@ -691,41 +697,49 @@ class Workloads:
                 running += 1
                 usage.add(job.attempt.usage(now, job.gpus, None))
         finished = stats.runs_succeeded + stats.runs_failed
-        return {
-            "jobs": len(self.jobs),
-            "handshake_jobs": sum(1 for j in self.jobs.values() if j.handshake),
-            "running": running,
-            "waiting": len(self.jobs) - running,
-            "runs_succeeded": stats.runs_succeeded,
-            "runs_failed": stats.runs_failed,
-            "runs_failed_by_remediation": stats.runs_failed_by_remediation,
-            "success_rate": stats.runs_succeeded / finished if finished else None,
-            "interrupted_by_fault": stats.interrupted_by_fault,
-            "interrupted_by_remediation": stats.interrupted_by_remediation,
-            "restarts_spending_budget": stats.restarts_spending_budget,
-            "disruptions": stats.disruptions,
-            "evictions_spending_budget": stats.evictions_spending_budget,
-            "drains_without_checkpoint": stats.drains_without_checkpoint,
-            "failures_caused_by_remediation": stats.failures_caused_by_remediation,
-            "handshake_failures_caused_by_remediation": (
-                stats.handshake_failures_caused_by_remediation
-            ),
-            "checkpoint_requests": stats.checkpoint_requests,
-            "checkpoints_answered": stats.checkpoints_answered,
-            "deferred": stats.deferred,
-            "malformed_requests": stats.malformed_requests,
-            "gpu_seconds_allocated": usage.allocated,
-            "gpu_seconds_productive": usage.productive,
-            "gpu_seconds_checkpointing": usage.checkpointing,
-            "gpu_seconds_requested_checkpoints": usage.requested,
-            "gpu_seconds_lost_to_faults": stats.lost_to_faults,
-            "gpu_seconds_lost_to_remediation": stats.lost_to_remediation,
-            "gpu_seconds_lost_to_slowness": usage.slowed,
-            "gpu_seconds_hung": usage.hung,
-            "hangs": stats.hangs,
-            "hang_timeouts": stats.hang_timeouts,
-            "ettr": usage.productive / usage.allocated if usage.allocated else None,
-        } | {
-            f"{CAUSED_BY_FAULT}{why}": count
-            for why, count in sorted(stats.failures_caused_by_remediation_by_fault.items())
-        }
+        return (
+            {
+                "jobs": len(self.jobs),
+                "handshake_jobs": sum(1 for j in self.jobs.values() if j.handshake),
+                "running": running,
+                "waiting": len(self.jobs) - running,
+                "runs_succeeded": stats.runs_succeeded,
+                "runs_failed": stats.runs_failed,
+                "runs_failed_by_remediation": stats.runs_failed_by_remediation,
+                "success_rate": stats.runs_succeeded / finished if finished else None,
+                "interrupted_by_fault": stats.interrupted_by_fault,
+                "interrupted_by_remediation": stats.interrupted_by_remediation,
+                "restarts_spending_budget": stats.restarts_spending_budget,
+                "disruptions": stats.disruptions,
+                "evictions_spending_budget": stats.evictions_spending_budget,
+                "drains_without_checkpoint": stats.drains_without_checkpoint,
+                "failures_caused_by_remediation": stats.failures_caused_by_remediation,
+                "handshake_failures_caused_by_remediation": (
+                    stats.handshake_failures_caused_by_remediation
+                ),
+                "checkpoint_requests": stats.checkpoint_requests,
+                "checkpoints_answered": stats.checkpoints_answered,
+                "deferred": stats.deferred,
+                "malformed_requests": stats.malformed_requests,
+                "gpu_seconds_allocated": usage.allocated,
+                "gpu_seconds_productive": usage.productive,
+                "gpu_seconds_checkpointing": usage.checkpointing,
+                "gpu_seconds_requested_checkpoints": usage.requested,
+                "gpu_seconds_lost_to_faults": stats.lost_to_faults,
+                "gpu_seconds_lost_to_remediation": stats.lost_to_remediation,
+                "gpu_seconds_lost_to_slowness": usage.slowed,
+                "gpu_seconds_hung": usage.hung,
+                "hangs": stats.hangs,
+                "hang_timeouts": stats.hang_timeouts,
+                "ettr": usage.productive / usage.allocated if usage.allocated else None,
+            }
+            | {
+                f"{key}{size}": counts[index]
+                for size, counts in sorted(stats.runs_by_gang.items())
+                for index, key in enumerate((SUCCEEDED_BY_GANG, FAILED_BY_GANG))
+            }
+            | {
+                f"{CAUSED_BY_FAULT}{why}": count
+                for why, count in sorted(stats.failures_caused_by_remediation_by_fault.items())
+            }
+        )

@@ -144,6 +144,7 @@ async def test_a_plain_delete_spends_the_budget_and_a_spent_budget_fails_the_run
     )
     await asyncio.to_thread(fleet.store.delete_object, PODS, "h100-job-000-r1a0-1", "training")
     jobs = await stats_where(fleet, lambda j: j["runs_failed"] == 1)
+    assert jobs["runs_failed.gang.3"] == 1
     assert jobs["evictions_spending_budget"] == 1
     assert jobs["runs_failed_by_remediation"] == 1
     assert jobs["success_rate"] == 0.0
@@ -258,6 +259,7 @@ async def test_a_run_that_does_its_work_succeeds_and_ettr_counts_the_checkpoints
     fleet = make_fleet(workloads=config)  # 10 simulated minutes = 0.5 s real
     jobs = await stats_where(fleet, lambda j: j["runs_succeeded"] >= 2)
     assert jobs["runs_failed"] == 0
+    assert jobs["runs_succeeded.gang.3"] >= 2
     assert jobs["success_rate"] == 1.0
     assert 0.8 < jobs["ettr"] < 1.0  # 2 saves of 1 min per 10 min of work
     assert jobs["gpu_seconds_lost_to_faults"] == 0
