@@ -1,15 +1,20 @@
 """The simulator's assumptions a user may replace in one file (``--model FILE``, issue 36).
 
-How long things take on the fleet (:class:`~simulator.fleet.clock.Durations`), how training
-jobs run (:class:`~simulator.fleet.config.WorkloadConfig`) and how the people who answer
-tickets behave (:class:`~simulator.fleet.operator_config.OperatorConfig`) each have
-defaults, sourced or marked as assumptions where they are defined. A comparison's verdict
+How long things take on the fleet (:class:`~simulator.fleet.clock.Durations`), what a
+launch meets (:class:`~simulator.fleet.capacity.CapacityModel`: launch-time spread,
+capacity shortages, Capacity Block relaunches), how training jobs run
+(:class:`~simulator.fleet.config.WorkloadConfig`) and how the people who answer tickets
+behave (:class:`~simulator.fleet.operator_config.OperatorConfig`) each have defaults,
+sourced or marked as assumptions where they are defined. A comparison's verdict
 may turn on them, so a user with their own numbers states them in a YAML file that holds
 only what it changes::
 
     durations:
-      node_launch: 20m      # our p5s take this long to be Ready
+      node_launch: 20m      # our p5s take this long to be Ready (the median)
       reboot: 8m
+    capacity:
+      launch_sigma: 0.5
+      insufficient_capacity_probability: 0.05
     workloads:
       job_duration: 12h
       restart_delay: 15m
@@ -18,7 +23,8 @@ only what it changes::
 
 Each section is validated by the model it changes, so an unknown or bad field is named
 with its section; fields left out keep their defaults. The fault mix has a file of its own
-(``--fault-mix``); the gang size is ``--job-nodes`` (sweepable), not this file's.
+(``--fault-mix``); the gang size is ``--job-nodes`` (sweepable), not this file's; the
+shortage probability may also be given as ``--capacity-shortage`` (sweepable), which wins.
 """
 
 from __future__ import annotations
@@ -29,12 +35,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from simulator.fleet.capacity import CapacityModel
 from simulator.fleet.clock import Durations
 from simulator.fleet.config import FleetConfig, WorkloadConfig
 from simulator.fleet.operator_config import OperatorConfig
 
 MAX_MODEL_BYTES = 64 * 1024
 """A model file is a few lines; a bigger one is a mistake, refused before it is parsed."""
+
+
+SECTIONS = ("durations", "capacity", "workloads", "operator")
+"""A model file's sections, in the order the report lists them."""
 
 
 class ModelError(ValueError):
@@ -47,6 +58,7 @@ class SimModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     durations: Durations | None = None
+    capacity: CapacityModel | None = None
     workloads: WorkloadConfig | None = None
     operator: OperatorConfig | None = None
 
@@ -60,7 +72,7 @@ class SimModel(BaseModel):
     def changes(self) -> dict[str, dict[str, Any]]:
         """What the file sets, by section, as written (the report lists it)."""
         out: dict[str, dict[str, Any]] = {}
-        for section in ("durations", "workloads", "operator"):
+        for section in SECTIONS:
             model = getattr(self, section)
             if model is not None:
                 out[section] = {
@@ -77,8 +89,10 @@ class SimModel(BaseModel):
         """
         update: dict[str, Any] = {}
         changes = self.changes()
-        if "durations" in changes:
-            update["durations"] = config.durations.model_copy(update=changes["durations"])
+        for section in ("durations", "capacity"):
+            if section in changes:
+                current = getattr(config, section)
+                update[section] = current.model_copy(update=changes[section])
         for section in ("workloads", "operator"):
             if section not in changes:
                 continue
@@ -111,7 +125,7 @@ def load_model(path: Path) -> SimModel:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ModelError(f"{path}: expected a mapping of sections (durations, workloads, operator)")
+        raise ModelError(f"{path}: expected a mapping of sections ({', '.join(SECTIONS)})")
     try:
         return SimModel.model_validate(data)
     except ValidationError as err:

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpu_remediation.policy import Duration
+from simulator.fleet.capacity import CapacityModel
 from simulator.fleet.clock import Durations
 from simulator.fleet.faults import FaultKind, FaultMix, Scenario
 from simulator.fleet.operator_config import OperatorConfig
@@ -261,6 +262,10 @@ class FleetConfig(_Strict):
     time_factor: float = Field(default=1.0, gt=0, le=1_000_000)
     seed: int = 0
     durations: Durations = Field(default_factory=Durations)
+    capacity: CapacityModel = Field(
+        default_factory=CapacityModel,
+        description="Launch-time spread, capacity shortages, Capacity Block relaunches.",
+    )
     scenario: Scenario | None = None
     fault_mix: FaultMix | None = None
     workloads: WorkloadConfig | None = None

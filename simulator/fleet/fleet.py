@@ -39,6 +39,7 @@ from gpu_remediation.settings import Settings
 from simulator.fleet.accounting import Availability
 from simulator.fleet.agent import NodeAgent
 from simulator.fleet.arrivals import Arrivals
+from simulator.fleet.capacity import CapacityReport
 from simulator.fleet.clock import FleetClock, SimClock, SteppedClock
 from simulator.fleet.config import FleetConfig, PoolSpec
 from simulator.fleet.faults import FAULTS, FaultKind
@@ -337,6 +338,13 @@ class Fleet:
                 replacements_in_flight=self.karpenter.in_flight,
                 max_replacements_in_flight=self.karpenter.max_in_flight,
                 jobs=self.workloads.summary() if self.workloads is not None else None,
+                capacity_report=CapacityReport(
+                    launches=self.counters["karpenter.launched"],
+                    insufficient_capacity=self.counters["karpenter.insufficient_capacity"],
+                    capacity_block_waits=self.counters["karpenter.capacity_block_waits"],
+                    node_hours_short=self.karpenter.capacity.node_hours_short(now),
+                    overlap_instance_hours=self.karpenter.capacity.overlap_instance_hours(now),
+                ),
             )
 
     # -------------------------------------------------------------- faults

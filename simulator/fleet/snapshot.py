@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from simulator.fleet.capacity import CapacityReport
 from simulator.fleet.faults import FaultKind
 from simulator.fleet.model import Phase
 
@@ -56,3 +57,5 @@ class FleetSnapshot(BaseModel):
     max_replacements_in_flight: int
     """The most such nodes at any one time so far."""
     jobs: dict[str, float | int | None] | None
+    capacity_report: CapacityReport = CapacityReport()
+    """Launches, capacity shortages and what replacements cost (``capacity.py``, issue 36)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from simulator.fleet.assumptions import MAX_MODEL_BYTES, ModelError, load_model
+from simulator.fleet.capacity import CapacityModel
 from simulator.fleet.clock import Durations
 from simulator.fleet.config import FleetConfig, WorkloadConfig
 from simulator.fleet.operator_config import OperatorConfig
@@ -53,6 +54,31 @@ def test_a_model_changes_the_fields_it_names_and_keeps_every_other_default(
     assert changed.operator == OperatorConfig(staff=1)
 
 
+def test_a_capacity_section_changes_the_fields_it_names(tmp_path: Path) -> None:
+    model = load_model(
+        _file(
+            tmp_path,
+            "capacity: {launch_sigma: 0.5, insufficient_capacity_probability: 0.1, "
+            "capacity_block_relaunch: 8m}\n",
+        )
+    )
+    assert model.changes() == {
+        "capacity": {
+            "capacity_block_relaunch": timedelta(minutes=8),
+            "insufficient_capacity_probability": 0.1,
+            "launch_sigma": 0.5,
+        }
+    }
+    changed = model.apply(FleetConfig())
+    assert changed.capacity == CapacityModel(
+        launch_sigma=0.5,
+        insufficient_capacity_probability=0.1,
+        capacity_block_relaunch=timedelta(minutes=8),
+    )
+    assert changed.capacity.capacity_retry == CapacityModel().capacity_retry
+    assert changed.durations == Durations()
+
+
 def test_an_empty_model_changes_nothing(tmp_path: Path) -> None:
     fleet = FleetConfig()
     assert load_model(_file(tmp_path, "")).apply(fleet) == fleet
@@ -65,7 +91,13 @@ def test_an_empty_model_changes_nothing(tmp_path: Path) -> None:
         ("durations: {reboot: soon}\n", r"durations\.reboot"),
         ("workloads: {job_duration: 0s}\n", r"workloads\.job_duration"),
         ("workloads: {job_nodes: 64}\n", "job_nodes is the comparison's --job-nodes"),
-        ("capacity: {shortage: 0.1}\n", r"capacity: Extra inputs"),
+        ("capacity: {shortage: 0.1}\n", r"capacity\.shortage: Extra inputs"),
+        (
+            "capacity: {insufficient_capacity_probability: 2}\n",
+            r"capacity\.insufficient_capacity_probability: Input should be less than or equal to 1",
+        ),
+        ("capacity: {capacity_retry: 0s}\n", r"capacity\.capacity_retry"),
+        ("costs: {instance_hour: 98}\n", r"costs: Extra inputs"),
         ("- durations\n", "expected a mapping of sections"),
         ("durations: [\n", "not a readable YAML file"),
     ],
