@@ -157,6 +157,16 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    capacity_shortage: Annotated[
+        float | None,
+        typer.Option(
+            "--capacity-shortage",
+            help="Chance a launch attempt of Karpenter's finds no capacity (EC2 "
+            "InsufficientInstanceCapacity), 0 to 1; the next attempt is 3 minutes later "
+            "(default 0: no public rate, so any value is an assumption the report states).",
+            show_default=False,
+        ),
+    ] = None,
     sweep: Annotated[
         str | None,
         typer.Option(
@@ -164,8 +174,8 @@ def compare(
             help="NAME=V1,V2,...: run the whole comparison at each value and draw each "
             "policy's availability, GPU-hours lost and job success against it. NAME: "
             "node-launch, fault-multiplier, job-nodes, new-node-fault-probability, "
-            "reboot-fault-probability. --report writes the sweep's page; --json prints "
-            '{"sweep": ..., "points": [...]}.',
+            "reboot-fault-probability, capacity-shortage. --report writes the sweep's page; "
+            '--json prints {"sweep": ..., "points": [...]}.',
             show_default=False,
         ),
     ] = None,
@@ -233,6 +243,7 @@ def compare(
             model=model,
             job_nodes=job_nodes,
             node_launch=node_launch,
+            capacity_shortage=capacity_shortage,
             chaos=chaos,
             chaos_kinds=chaos_kinds,
             chaos_faults=chaos_faults,

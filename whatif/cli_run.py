@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from demo.summary import duration_text
 from whatif.chaos import render as render_chaos
 from whatif.options import CompareError, CompareOptions
-from whatif.results import admission_table, latency_warnings, table
+from whatif.results import admission_table, capacity_table, latency_warnings, table
 from whatif.runner import CompareRun, PolicyResult
 from whatif.runner import Progress as RunProgress
 from whatif.sweep import Sweep, SweepPoint, run_sweep, tables
@@ -64,6 +64,7 @@ class CliCompare:
         with self._bar:
             results = await compare.run()
         self.ui.print(table(results, title=f"What-if comparison, timeline {timeline.digest}"))
+        self.ui.print(capacity_table(results))
         admission = admission_table(results)
         if admission is not None:
             self.ui.print(admission)

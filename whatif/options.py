@@ -76,6 +76,10 @@ class CompareOptions(BaseModel):
     node_launch: Duration | None = None
     """Karpenter's NodeClaim-created-to-Ready time on the simulated fleet; None: the
     simulator's default (``simulator.fleet.clock.Durations.node_launch``)."""
+    capacity_shortage: float | None = None
+    """The chance a Karpenter launch attempt finds no capacity (EC2
+    InsufficientInstanceCapacity) on the simulated fleet; None: the model file's or the
+    simulator's default (``simulator.fleet.capacity.CapacityModel``, 0: no public rate)."""
     operator: bool = True
     settle_timeout: float = Field(default=60.0, ge=0)
     refresh_interval: float = Field(default=1.0, gt=0)
@@ -118,6 +122,13 @@ class CompareOptions(BaseModel):
     def _launch_in_range(cls, value: timedelta | None) -> timedelta | None:
         if value is not None and not timedelta(0) < value <= MAX_NODE_LAUNCH:
             raise ValueError(f"must be more than 0 and at most {MAX_NODE_LAUNCH}")
+        return value
+
+    @field_validator("capacity_shortage")
+    @classmethod
+    def _shortage_is_a_probability(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ValueError(f"a probability from 0 to 1, got {value:g}")
         return value
 
     @field_validator("chaos_kinds", "chaos_faults")
@@ -267,6 +278,11 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
     if options.node_launch is not None:
         durations = config.durations.model_copy(update={"node_launch": options.node_launch})
         config = config.model_copy(update={"durations": durations})
+    if options.capacity_shortage is not None:
+        capacity = config.capacity.model_copy(
+            update={"insufficient_capacity_probability": options.capacity_shortage}
+        )
+        config = config.model_copy(update={"capacity": capacity})
     return config, duration
 
 

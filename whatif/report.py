@@ -18,9 +18,11 @@ from whatif.chaos import html_section as chaos_section
 from whatif.charts import charts as svg_charts
 from whatif.factor_check import FactorCheck, html_section
 from whatif.latency import KINDS, SHARE_LIMIT
-from whatif.results import latency_text, latency_warnings, mttr_text, policy_json
+from whatif.results import capacity_cells, latency_text, latency_warnings, mttr_text, policy_json
 
 if TYPE_CHECKING:
+    from simulator.fleet import FleetConfig
+    from whatif.options import CompareOptions
     from whatif.runner import CompareRun, PolicyResult
 
 MODELS = (
@@ -31,6 +33,11 @@ MODELS = (
     "(default: Meta's Llama 3 405B interruption table at its published rate) or a scenario.",
     "Durations of resets, reboots, diagnostics, drains, instance termination and node launch; "
     "the Node Problem Detector's cycle; the node controller's Ready grace.",
+    "Capacity (simulator/fleet/capacity.py): launch-to-Ready lognormal around the node launch "
+    "time; a launch attempt that finds no capacity (InsufficientInstanceCapacity) tried again "
+    "after Karpenter's 3-minute unavailable-offerings cache, the pool short meanwhile; "
+    "optionally, Capacity Block pools whose replacement waits for the old instance's slot. "
+    "The cost of replacements as launches and overlap instance-hours.",
     "Gang-scheduled training jobs that fail when a node of theirs breaks or is drained and are "
     "rescheduled after a delay.",
     "A human operator (simulator/fleet/operator.py) answering needs-human tickets after "
@@ -48,8 +55,11 @@ AVAILABILITY_NOTE = (
 )
 
 DOES_NOT_MODEL = (
-    "Costs (instances, RMA, people's time) and capacity shortages: a replacement always finds "
-    "an instance after the launch time.",
+    "Prices (instances, RMA, people's time): replacements are costed in launches and overlap "
+    "instance-hours, not money. Capacity shortages only as the capacity model states them "
+    "(its default: none, every launch finds an instance); no other instance type or zone to "
+    "fall back to, and no registration timeout (Karpenter replaces a NodeClaim not registered "
+    "within 15 minutes; a drawn launch time may run longer).",
     "Multiple availability zones, NVLink domains or shared-fate groups; correlated failures "
     "beyond what a scenario scripts.",
     "Karpenter's bin-packing, consolidation and drift; NPD heartbeats; pods restarting after a "
@@ -72,6 +82,34 @@ DOES_NOT_MODEL_CLOCK_FREE = (
     "--step simulated seconds (15 by default), and the activities look at the world every 15 "
     "simulated seconds; an event between two steps takes effect at the later one.",
 )
+
+
+def _capacity_fact(options: CompareOptions, config: FleetConfig) -> str:
+    """The capacity model the run assumed, in one sentence (escaped)."""
+    model = config.capacity
+    launch = duration_text(config.durations.node_launch.total_seconds())
+    spread = (
+        f"lognormal with median {launch}, sigma {model.launch_sigma:g}"
+        if model.launch_sigma
+        else f"always {launch}"
+    )
+    by = " (--capacity-shortage)" if options.capacity_shortage is not None else ""
+    retry = duration_text(model.capacity_retry.total_seconds())
+    block = (
+        "Capacity Block pools: a replacement launches "
+        f"{duration_text(model.capacity_block_relaunch.total_seconds())} after the instance it "
+        "replaces was terminated"
+        if model.capacity_block_relaunch is not None
+        else "no Capacity Block: a replacement launches at once"
+    )
+    return html.escape(
+        f"Capacity: a launch takes {spread} to Ready (the spread is assumed: no public "
+        f"distribution); an attempt finds no capacity with probability "
+        f"{model.insufficient_capacity_probability:g}{by} (assumed: no public rate), the next "
+        f"attempt {retry} later (Karpenter's unavailable-offerings cache is 3 minutes); "
+        f"{block}. Drawn per pool and NodeClaim number from the seed, so every policy meets "
+        "the same capacity for the same launches."
+    )
 
 
 def _clock_free_fact(compare: CompareRun, results: list[PolicyResult]) -> str:
@@ -138,6 +176,35 @@ def _table(results: list[PolicyResult]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _capacity_section(results: list[PolicyResult]) -> str:
+    """Launches, shortages and overlap per policy: what its replacements cost."""
+    headers = (
+        "policy",
+        "nodes replaced",
+        "launches",
+        "launch attempts without capacity",
+        "node-hours short",
+        "overlap instance-hours",
+    )
+    rows = []
+    for r in results:
+        cells = (r.name, str(r.nodes_replaced), *capacity_cells(r))
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return (
+        "<h2>Capacity and what replacements cost</h2>"
+        "<p>A launch is an instance Karpenter started whose node registered. "
+        "<em>Node-hours short</em>: for every NodeClaim, the time from its first launch attempt "
+        "that found no capacity (in a Capacity Block, from its creation while the slot it needs "
+        "was taken) until an attempt found capacity, or it was deleted, or the window ended; "
+        "the launch time after it is not counted. <em>Overlap instance-hours</em>: for every "
+        "node replaced, the time its instance still ran after its replacement's instance had "
+        "started launching, until Karpenter terminated it after the drain "
+        "(<code>simulator/fleet/capacity.py</code>).</p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def _latency_section(results: list[PolicyResult]) -> str:
     """What the system's own real latency added to MTTR, per policy, and the run's warnings."""
     headers = (
@@ -193,6 +260,8 @@ def _latency_section(results: list[PolicyResult]) -> str:
 
 def _figure(value: object) -> str:
     """One model figure as the report shows it."""
+    if value is None:
+        return "none"
     if isinstance(value, timedelta):
         return duration_text(value.total_seconds())
     if isinstance(value, LogNormal):
@@ -204,14 +273,19 @@ def _figure(value: object) -> str:
 
 
 def _model_section(compare: CompareRun) -> str:
-    """Every duration, workload and operator figure the run assumed, and who set it."""
+    """Every duration, capacity, workload and operator figure the run assumed, and who set it."""
     options, config = compare.options, compare.fleet_config
     from_file = load_model(options.model).changes() if options.model is not None else {}
-    from_options = {"durations.node_launch": options.node_launch is not None}
-    from_options["workloads.job_nodes"] = True  # always the comparison's own option
+    # The figures a command-line option set (it wins over the model file), by option.
+    from_options: dict[str, str] = {"workloads.job_nodes": "--job-nodes"}  # always the option
+    if options.node_launch is not None:
+        from_options["durations.node_launch"] = "--node-launch"
+    if options.capacity_shortage is not None:
+        from_options["capacity.insufficient_capacity_probability"] = "--capacity-shortage"
     rows = []
     for section, model in (
         ("durations", config.durations),
+        ("capacity", config.capacity),
         ("workloads", config.workloads),
         ("operator", config.operator),
     ):
@@ -219,8 +293,8 @@ def _model_section(compare: CompareRun) -> str:
             continue
         for name, field in type(model).model_fields.items():
             key = f"{section}.{name}"
-            if from_options.get(key):
-                source = "--" + name.replace("_", "-")
+            if key in from_options:
+                source = from_options[key]
             elif name in from_file.get(section, {}):
                 source = "--model"
             else:
@@ -233,7 +307,7 @@ def _model_section(compare: CompareRun) -> str:
     return (
         f"<h2>The model's figures</h2><p>What the simulated fleet assumed{named}. A default "
         "is the simulator's: its source, or that it is an assumption, is given where it is "
-        "defined (simulator/fleet/clock.py, config.py, operator.py); "
+        "defined (simulator/fleet/clock.py, capacity.py, config.py, operator.py); "
         "<code>--model FILE</code> replaces any of them.</p>"
         "<table><tr><th>figure</th><th>value</th><th>set by</th><th>what it is</th></tr>"
         + "".join(rows)
@@ -313,6 +387,7 @@ def render(
         + f"); timeline digest <code>{tl.digest}</code>, the same for every policy. Planned "
         f"faults whose node was rebooting or being replaced at that moment could not happen "
         f"(skipped: {html.escape(skipped)}).",
+        _capacity_fact(options, config),
         "Faulty arrivals (assumed: no public figure): a node Karpenter launches comes up "
         f"faulty with probability {options.new_node_fault_probability:g}, a node back from a "
         f"reboot with {options.reboot_fault_probability:g}; drawn per launch number and per "
@@ -360,6 +435,7 @@ fleet.</p>
 <ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
 {_table(results)}
 <p><small>{html.escape(AVAILABILITY_NOTE)}</small></p>
+{_capacity_section(results)}
 {_latency_section(results)}
 {_admission_table(results)}
 {chaos_section(results)}

@@ -14,7 +14,10 @@ faults and their digest: equal for every policy), ``settled``, ``clock``
 the system's real latency added per incident, next to MTTR p50, and its share of
 it: ``whatif.latency.LatencyShare``) and, with ``--chaos``, ``chaos``
 (the demo's shape: ``faults_injected`` by kind, ``faults``, ``invariants``,
-``violations``; ``whatif.chaos``). The table's MTTR is on the
+``violations``; ``whatif.chaos``), ``capacity`` (launches, launch attempts that found
+no capacity, Capacity Block waits, node-hours short and overlap instance-hours at the
+window's end: ``simulator.fleet.capacity``; null in older lane files). The table's MTTR
+is on the
 simulator's clock (``mttr_clock_*_s``; ``mttr_*_s`` is real duration x requested
 factor, the demo's definition).
 """
@@ -49,6 +52,9 @@ def policy_json(result: PolicyResult) -> dict[str, Any]:
         "clock": result.clock,
         "timing": result.timing,
         "latency": result.latency.model_dump(mode="json") if result.latency is not None else None,
+        "capacity": (
+            result.capacity.model_dump(mode="json") if result.capacity is not None else None
+        ),
         **({"chaos": result.chaos.model_dump(mode="json")} if result.chaos is not None else {}),
     }
 
@@ -175,4 +181,35 @@ def admission_table(results: list[PolicyResult]) -> Table | None:
             f"{duration_text(a.ready_to_schedulable_p50_s)}/"
             f"{duration_text(a.ready_to_schedulable_p95_s)}",
         )
+    return grid
+
+
+def capacity_cells(result: PolicyResult) -> tuple[str, str, str, str]:
+    """Launches, attempts without capacity, node-hours short, overlap instance-hours."""
+    c = result.capacity
+    if c is None:
+        return ("-", "-", "-", "-")
+    shortages = f"{c.insufficient_capacity:,}"
+    if c.capacity_block_waits:
+        shortages += f" (+{c.capacity_block_waits:,} block waits)"
+    return (
+        f"{c.launches:,}",
+        shortages,
+        f"{c.node_hours_short:,.1f}",
+        f"{c.overlap_instance_hours:,.1f}",
+    )
+
+
+def capacity_table(results: list[PolicyResult]) -> Table:
+    """Per policy: what its replacements cost in launches and overlap, and capacity short.
+
+    ``node-h short``: node-hours launches waited for capacity; ``overlap inst-h``:
+    instance-hours an old instance ran beside its replacement's (definitions:
+    ``simulator.fleet.capacity.CapacityLedger``).
+    """
+    grid = Table(title="Capacity and what replacements cost", title_justify="left")
+    for header in ("policy", "launches", "no capacity", "node-h short", "overlap inst-h"):
+        grid.add_column(header, justify="left" if header == "policy" else "right")
+    for r in results:
+        grid.add_row(r.name, *capacity_cells(r))
     return grid

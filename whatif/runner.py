@@ -48,6 +48,7 @@ from demo.stack import DemoStack, StackOptions
 from demo.summary import DemoSummary, summarize
 from gpu_remediation import decision_log as log_words
 from simulator.fleet import Fleet, FleetConfig, FleetSnapshot
+from simulator.fleet.capacity import CapacityReport
 from simulator.fleet.clock import SteppedClock
 from simulator.kube_api.resources import NODES, PODS
 from whatif.chaos import chaos_session, violations
@@ -118,6 +119,10 @@ class PolicyResult(BaseModel):
     latency: LatencyShare | None = None
     """The simulated time the system's real latency added per incident, next to MTTR
     (``whatif.latency``: what is measured and what is not)."""
+    capacity: CapacityReport | None = None
+    """Launches, launch attempts without capacity, node-hours short and overlap
+    instance-hours at the window's end (``simulator.fleet.capacity``, issue 36); None in
+    lane files written before it was counted."""
 
 
 @dataclass
@@ -594,6 +599,7 @@ class CompareRun:
             settled=settled,
             samples=samples,
             clock=clock,
+            capacity=at_end.capacity_report,
         )
 
 

@@ -61,6 +61,9 @@ AXES: dict[str, SweepAxis] = {
     "reboot-fault-probability": SweepAxis(
         "reboot_fault_probability", "chance a rebooted node is faulty", float
     ),
+    "capacity-shortage": SweepAxis(
+        "capacity_shortage", "chance a launch attempt finds no capacity", float
+    ),
 }
 
 

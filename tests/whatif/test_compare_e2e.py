@@ -65,6 +65,10 @@ async def test_two_baselines_see_the_same_faults_and_act_as_their_names_say(
             assert latency["added_sim_p50_s"] > 0
             assert latency["share_of_mttr_p50"] > 0
         assert "latency" in row["timing"]
+        # The capacity model at its defaults: every launch finds an instance at once.
+        capacity = row["capacity"]
+        assert (capacity["insufficient_capacity"], capacity["node_hours_short"]) == (0, 0.0)
+        assert capacity["overlap_instance_hours"] >= 0.0
 
     manual, karpenter = data["no-automation"], data["replace-always"]
     # No automation: the remediation only hands nodes over; only the person acts.
@@ -86,4 +90,5 @@ async def test_two_baselines_see_the_same_faults_and_act_as_their_names_say(
     assert page.count("<svg") == 4  # healthy nodes, replacements, GPU-hours lost, job runs
     assert len(page) < 400_000  # small enough to commit
     assert "time factor 600" in page
+    assert "Capacity and what replacements cost" in page
     assert "What the system&#x27;s own latency added" in page or "own latency added" in page

@@ -45,11 +45,34 @@ def test_a_launch_time_sweep_makes_one_comparison_per_value_differing_only_there
         ("fault-multiplier=1,-2", r"--sweep fault-multiplier=-2: --fault-multiplier"),
         ("job-nodes=4,four", r"--sweep job-nodes=four: --job-nodes"),
         ("node-launch=5m,300s", r"each value once \(repeated: 300s, 5m\)"),
+        (
+            "capacity-shortage=0,1.5",
+            r"--sweep capacity-shortage=1\.5: --capacity-shortage: .*from 0 to 1, got 1\.5",
+        ),
+        ("capacity-shortage=0,some", r"--sweep capacity-shortage=some: --capacity-shortage"),
+        ("capacity-shortage=0.1,.1", r"each value once \(repeated: \.1, 0\.1\)"),
     ],
 )
 def test_a_bad_sweep_is_refused_naming_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(CompareError, match=message):
         parse_sweep(text, options_from(nodes=8, pools="h100"))
+
+
+@pytest.mark.unit
+def test_a_capacity_shortage_sweep_sets_the_fleets_shortage_at_each_value() -> None:
+    from whatif.options import compare_fleet
+
+    base = options_from(nodes=8, pools="h100", seed=3)
+    sweep = parse_sweep("capacity-shortage=0, 0.05,0.2", base)
+    assert [o.capacity_shortage for o in sweep.options] == [0.0, 0.05, 0.2]
+    assert sweep.xs == [0.0, 0.05, 0.2]
+    assert sweep.axis.field == "capacity_shortage"
+    fleets = [compare_fleet(o)[0] for o in sweep.options]
+    assert [f.capacity.insufficient_capacity_probability for f in fleets] == [0.0, 0.05, 0.2]
+    # Only the shortage moves: the rest of the capacity model is the same at every value.
+    assert {
+        f.capacity.model_copy(update={"insufficient_capacity_probability": 0}) for f in fleets
+    } == {fleets[0].capacity}
 
 
 @pytest.mark.unit
@@ -70,6 +93,22 @@ def test_a_launch_time_out_of_range_is_refused_as_an_option() -> None:
     with pytest.raises(CompareError, match="--node-launch"):
         options_from(node_launch="2d")
     assert options_from(node_launch="20m").node_launch == timedelta(minutes=20)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("value", [1.5, -0.1])
+def test_a_capacity_shortage_outside_0_to_1_is_refused_as_an_option(value: float) -> None:
+    with pytest.raises(CompareError, match=r"--capacity-shortage: .*a probability from 0 to 1"):
+        options_from(capacity_shortage=value)
+    assert options_from(capacity_shortage=0.25).capacity_shortage == 0.25
+    assert options_from().capacity_shortage is None
+
+
+@pytest.mark.unit
+def test_the_command_refuses_a_bad_capacity_shortage_with_exit_2() -> None:
+    result = CliRunner().invoke(app, ["compare", "--nodes", "4", "--capacity-shortage", "2"])
+    assert result.exit_code == 2
+    assert "--capacity-shortage: Value error, a probability from 0 to 1, got 2" in result.output
 
 
 @pytest.mark.unit
@@ -162,6 +201,36 @@ def test_a_model_file_reaches_the_fleet_and_an_explicit_option_wins_over_it(
     assert "<tr><td>durations.reboot</td><td>8m 00s</td><td>--model</td>" in page
     assert "<tr><td>durations.gpu_reset</td><td>20s</td><td>default</td>" in page
     assert "<tr><td>operator.staff</td><td>1</td><td>--model</td>" in page
+
+
+@pytest.mark.unit
+def test_the_capacity_figures_are_listed_with_who_set_them(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from whatif.report import _model_section
+    from whatif.runner import CompareRun
+
+    model = tmp_path / "model.yaml"
+    model.write_text(
+        "capacity: {launch_sigma: 0.4, insufficient_capacity_probability: 0.5, "
+        "capacity_block_relaunch: 8m}\n"
+    )
+    options = options_from(nodes=8, pools="h100", model=model, capacity_shortage=0.1)
+    compare = CompareRun(options, ui=Console(quiet=True))
+    capacity = compare.fleet_config.capacity
+    assert capacity.insufficient_capacity_probability == 0.1  # the option wins
+    assert capacity.launch_sigma == 0.4
+    page = _model_section(compare)
+    assert (
+        "<tr><td>capacity.insufficient_capacity_probability</td><td>0.1</td>"
+        "<td>--capacity-shortage</td>"
+    ) in page
+    assert "<tr><td>capacity.launch_sigma</td><td>0.4</td><td>--model</td>" in page
+    assert "<tr><td>capacity.capacity_block_relaunch</td><td>8m 00s</td><td>--model</td>" in page
+    assert "<tr><td>capacity.capacity_retry</td><td>3m 00s</td><td>default</td>" in page
+    # Each figure says where it comes from, or that it is an assumption.
+    assert "pkg/cache/cache.go" in page
+    assert page.count("Assumption") >= 2
 
 
 @pytest.mark.unit
