@@ -146,8 +146,15 @@ def compare(
         ),
     ] = None,
     job_nodes: Annotated[
-        int, typer.Option("--job-nodes", min=1, help="Nodes per gang-scheduled training job.")
-    ] = 4,
+        int | None,
+        typer.Option(
+            "--job-nodes",
+            min=1,
+            help="Nodes of every gang-scheduled training job (default: a large fleet's mix "
+            "of 128-, 32-, 8- and 1-node gangs with no retry budget; docs/what-if.md).",
+            show_default=False,
+        ),
+    ] = None,
     node_launch: Annotated[
         str | None,
         typer.Option(

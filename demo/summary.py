@@ -66,7 +66,7 @@ from demo.incidents import Incident
 from gpu_remediation import decision_log as log_words
 from gpu_remediation.models import Outcome, Rung
 from simulator.fleet import FleetSnapshot
-from simulator.fleet.workloads import CAUSED_BY_FAULT
+from simulator.fleet.workloads import CAUSED_BY_FAULT, FAILED_BY_GANG, SUCCEEDED_BY_GANG
 
 RESOLVED = (Outcome.REPAIRED.value, Outcome.RECOVERED.value, Outcome.REPLACED.value)
 
@@ -97,6 +97,14 @@ class JobsSummary(BaseModel):
     remediation_caused_failures_handshake: int
     remediation_caused_failures_by_fault: dict[str, int]
     """By the faults the node had when the project acted (``+``-joined; ``none``)."""
+    hangs: int = 0
+    """Attempts that hung at a collective (issue 36)."""
+    hang_timeouts: int = 0
+    """Of those, attempts the collective's timeout failed: nothing ended them before."""
+    gpu_hours_hung: float = 0.0
+    """GPU time hung jobs held without training (a part of the time lost)."""
+    runs_by_gang: dict[str, dict[str, int]] = {}
+    """Gang size (nodes) -> ``succeeded`` and ``failed`` runs of jobs of that size."""
 
 
 class DemoSummary(BaseModel):
@@ -281,7 +289,22 @@ def jobs_summary(
             for key, value in jobs.items()
             if key.startswith(CAUSED_BY_FAULT)
         },
+        hangs=int(jobs.get("hangs", 0)),
+        hang_timeouts=int(jobs.get("hang_timeouts", 0)),
+        gpu_hours_hung=_hours(jobs.get("gpu_seconds_hung", 0.0)),
+        runs_by_gang=_runs_by_gang(jobs),
     )
+
+
+def _runs_by_gang(jobs: Mapping[str, float | int]) -> dict[str, dict[str, int]]:
+    """The runs_succeeded.gang.N and runs_failed.gang.N counts, by N (smallest first)."""
+    out: dict[str, dict[str, int]] = {}
+    for prefix, outcome in ((SUCCEEDED_BY_GANG, "succeeded"), (FAILED_BY_GANG, "failed")):
+        for key, value in jobs.items():
+            if key.startswith(prefix):
+                size = key.removeprefix(prefix)
+                out.setdefault(size, {"succeeded": 0, "failed": 0})[outcome] = int(value)
+    return dict(sorted(out.items(), key=lambda item: int(item[0])))
 
 
 def _hours(gpu_seconds: float) -> float:

@@ -29,7 +29,7 @@ from gpu_remediation.policy_loader import PolicyError, load_policy
 from policies import BASELINES, BUILT_IN, load_baseline
 from simulator.fleet import FaultMix, FleetConfig, Scenario, ScenarioError, parse_pools
 from simulator.fleet.assumptions import ModelError, load_model
-from simulator.fleet.config import AdmissionSimConfig
+from simulator.fleet.config import FLEET_BACKOFF_LIMIT, FLEET_GANGS, AdmissionSimConfig
 from simulator.fleet.operator_config import OperatorConfig
 from whatif.server_time import DEFAULT_STEP
 
@@ -69,7 +69,9 @@ class CompareOptions(BaseModel):
     json_output: bool = False
     report: Path | None = None
     workloads: bool = True
-    job_nodes: int = Field(default=4, ge=1)
+    job_nodes: int | None = Field(default=None, ge=1)
+    """Nodes of every training job; None: the large fleet's mix of gang sizes
+    (``FLEET_GANGS``) with its retry budget (``FLEET_BACKOFF_LIMIT``)."""
     model: Path | None = None
     """A model file (``simulator.fleet.assumptions``): durations, workloads and the
     operator the simulator assumes, replaced where the file says."""
@@ -245,7 +247,7 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
         duration=options.duration,
         seed=options.seed,
         workloads=options.workloads,
-        job_nodes=options.job_nodes,
+        job_nodes=options.job_nodes or DemoOptions.model_fields["job_nodes"].default,
     )
     try:
         config, duration = fleet_config(demo)
@@ -270,6 +272,9 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
         }
     )
     config = config.model_copy(update={"admission": admission})
+    if options.job_nodes is None and config.workloads is not None:
+        workloads = config.workloads.with_gangs(FLEET_GANGS, backoff_limit=FLEET_BACKOFF_LIMIT)
+        config = config.model_copy(update={"workloads": workloads})
     if options.model is not None:
         try:
             config = load_model(options.model).apply(config)

@@ -176,6 +176,49 @@ def _table(results: list[PolicyResult]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _jobs_section(results: list[PolicyResult]) -> str:
+    """Job runs that succeeded per policy, by gang size, and the hangs behind failures."""
+    jobs = [(r.name, r.summary.jobs) for r in results if r.summary.jobs is not None]
+    if not jobs:
+        return ""
+    sizes = sorted({int(s) for _, j in jobs for s in j.runs_by_gang}, reverse=True)
+    headers = (
+        "policy",
+        "job runs ok / done",
+        *(f"{s}-node gangs" for s in sizes),
+        "hangs (timed out)",
+        "GPU-hours hung",
+        "ETTR",
+    )
+    rows = []
+    for name, j in jobs:
+        cells = [name, _runs_text(j.runs_succeeded, j.runs_failed)]
+        for size in sizes:
+            counts = j.runs_by_gang.get(str(size), {})
+            cells.append(_runs_text(counts.get("succeeded", 0), counts.get("failed", 0)))
+        cells += [
+            f"{j.hangs} ({j.hang_timeouts})",
+            f"{j.gpu_hours_hung:,.1f}",
+            "-" if j.ettr is None else f"{j.ettr:.4f}",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return (
+        "<h2>Training jobs</h2>"
+        "<p>Runs that succeeded of those that finished, in all and by gang size. A run fails "
+        "once failures spend its retry budget; an eviction (DisruptionTarget, ignored by the "
+        "job's podFailurePolicy) does not spend it. A fault that hangs a job fails it only when "
+        "the collective's timeout ends the hang: the column says how many hangs that was, the "
+        "rest a drain ended first.</p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _runs_text(succeeded: int, failed: int) -> str:
+    done = succeeded + failed
+    return f"{succeeded} / {done} ({succeeded / done:.2%})" if done else "-"
+
+
 def _capacity_section(results: list[PolicyResult]) -> str:
     """Launches, shortages and overlap per policy: what its replacements cost."""
     headers = (
@@ -277,7 +320,13 @@ def _model_section(compare: CompareRun) -> str:
     options, config = compare.options, compare.fleet_config
     from_file = load_model(options.model).changes() if options.model is not None else {}
     # The figures a command-line option set (it wins over the model file), by option.
-    from_options: dict[str, str] = {"workloads.job_nodes": "--job-nodes"}  # always the option
+    from_options: dict[str, str] = {}
+    if options.job_nodes is not None:
+        from_options["workloads.job_nodes"] = "--job-nodes"
+    else:  # the comparison's own defaults, unless the model file says otherwise
+        for name in ("gangs", "backoff_limit"):
+            if name not in from_file.get("workloads", {}):
+                from_options[f"workloads.{name}"] = "the comparison (FLEET_GANGS, docs/what-if.md)"
     if options.node_launch is not None:
         from_options["durations.node_launch"] = "--node-launch"
     if options.capacity_shortage is not None:
@@ -435,6 +484,7 @@ fleet.</p>
 <ul>{"".join(f"<li>{f}</li>" for f in facts)}</ul>
 {_table(results)}
 <p><small>{html.escape(AVAILABILITY_NOTE)}</small></p>
+{_jobs_section(results)}
 {_capacity_section(results)}
 {_latency_section(results)}
 {_admission_table(results)}

@@ -97,7 +97,7 @@ def _jobs(result: PolicyResult) -> str:
         return "-"
     succeeded, failed = runs.get("succeeded", 0), runs.get("failed", 0)
     finished = succeeded + failed
-    rate = f" ({succeeded / finished:.0%})" if finished else ""
+    rate = f" ({succeeded / finished:.2%})" if finished else ""
     return f"{succeeded}/{finished}{rate}"
 
 

@@ -101,8 +101,24 @@ class SimModel(BaseModel):
                 raise ModelError(
                     f"{section}: the model changes it, but this run has none (--no-{section})"
                 )
-            update[section] = current.model_copy(update=changes[section])
+            if section == "workloads":
+                update[section] = _workloads(current, changes[section])
+            else:
+                update[section] = current.model_copy(update=changes[section])
         return config.model_copy(update=update)
+
+
+def _workloads(current: WorkloadConfig, changes: dict[str, Any]) -> WorkloadConfig:
+    """The workload with the file's changes, checked as a whole (gangs against job_nodes)."""
+    values = {name: getattr(current, name) for name in current.model_fields_set}
+    if "gangs" in changes:
+        if "job_nodes" in values and current.gangs is None:
+            raise ModelError("workloads.gangs: this run's jobs have --job-nodes nodes; give one")
+        values.pop("job_nodes", None)
+    try:
+        return WorkloadConfig.model_validate(values | changes)
+    except ValidationError as err:
+        raise ModelError(f"workloads: {err.errors()[0]['msg']}") from err
 
 
 def load_model(path: Path) -> SimModel:

@@ -113,49 +113,71 @@ class WorkloadConfig(_Strict):
     ``workloads.py``). With ``gangs``, jobs come in several sizes instead.
     """
 
-    namespace: str = "training"
-    job_nodes: int = Field(default=4, ge=1, le=1000)
+    namespace: str = Field(default="training", description="Where the jobs' pods run.")
+    job_nodes: int = Field(
+        default=4,
+        ge=1,
+        le=1000,
+        description="Nodes of every job when gangs is None: an assumption (the demo's).",
+    )
     gangs: tuple[GangShare, ...] | None = Field(
         default=None,
         max_length=16,
         description="Gang sizes, each with its share of the nodes jobs fill (largest "
-        "placed first); None: every job has job_nodes nodes.",
+        "placed first); None: every job has job_nodes nodes. The comparison's default is "
+        "FLEET_GANGS: 128, 32, 8 and 1 nodes at 33/33/24/10%, after Meta RSC-1's GPU time "
+        "by job size (Kokolis et al., arXiv 2410.21680); the split is an assumption.",
     )
     utilization: float = Field(
-        default=0.9, ge=0, le=1, description="Share of each pool's nodes the jobs try to fill."
+        default=0.9,
+        ge=0,
+        le=1,
+        description="Share of each pool's nodes the jobs try to fill: an assumption, near "
+        "the 83% and 85% Meta's research clusters averaged (arXiv 2410.21680).",
     )
     job_duration: Duration = Field(
-        default=timedelta(hours=6), gt=timedelta(0), description="Work in one run of a job."
+        default=timedelta(hours=6),
+        gt=timedelta(0),
+        description="Work in one run of a job: an assumption (Meta's research clusters let "
+        "a job run 2 hours before preemption and 7 days at most; arXiv 2410.21680).",
     )
     restart_delay: Duration = Field(
         default=timedelta(minutes=5),
         ge=timedelta(0),
-        description="An interrupted job is placed again after this.",
+        description="An interrupted job is placed again after this: an assumption (with "
+        "restart_cost, the 10 minutes of ByteRobust's measured requeue).",
     )
     checkpoint_interval: Duration = Field(
-        default=timedelta(minutes=30), gt=timedelta(0), description="Work between checkpoints."
+        default=timedelta(minutes=30),
+        gt=timedelta(0),
+        description="Work between checkpoints: an assumption (Meta's model of its clusters "
+        "uses 60 minutes; arXiv 2410.21680).",
     )
     checkpoint_cost: Duration = Field(
         default=timedelta(minutes=2),
         ge=timedelta(0),
-        description="How long saving a checkpoint stops training.",
+        description="How long saving a checkpoint stops training: an assumption, on the slow "
+        "side of the 6.8-13 s of a Megatron save that ByteRobust measured (arXiv 2509.16293).",
     )
     backoff_limit: int = Field(
         default=3,
         ge=0,
-        description="Failures of a run (not disruptions) it survives, as a Job's backoffLimit.",
+        description="Failures of a run (not disruptions) it survives, as a Job's backoffLimit: "
+        "an assumption (users set 3, 10 or 100 in public examples). The comparison's default "
+        "is 0, JobSet's failurePolicy.maxRestarts and torchrun's --max-restarts default.",
     )
     handshake_share: float = Field(
         default=0.5,
         ge=0,
         le=1,
         description="Share of each pool's jobs that speak the checkpoint handshake "
-        "(the first job of a pool does whenever the share is above 0).",
+        "(the first job of a pool does whenever the share is above 0): an assumption.",
     )
     survivable_faults: frozenset[FaultKind] = Field(
         default=SURVIVABLE_FAULTS,
         description="Faults a running job keeps running through (every other fault but a "
-        "false positive fails it at once).",
+        "false positive fails it at once): NVIDIA's descriptions of each (a pending row "
+        "remap, a corrected ECC error or a degraded link leave the GPU working).",
     )
     step_times: Duration | None = Field(
         default=None,
