@@ -174,6 +174,16 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    lemon_share: Annotated[
+        float | None,
+        typer.Option(
+            "--lemon-share",
+            help="Share of the fleet's hosts that are lemons, 0 to 1: each faults 226 times "
+            "as often as the mix says (or the mix file's lemons factor), until a "
+            "replacement brings a fresh host (default: the mix's own; llama3 has none).",
+            show_default=False,
+        ),
+    ] = None,
     sweep: Annotated[
         str | None,
         typer.Option(
@@ -181,7 +191,8 @@ def compare(
             help="NAME=V1,V2,...: run the whole comparison at each value and draw each "
             "policy's availability, GPU-hours lost and job success against it. NAME: "
             "node-launch, fault-multiplier, job-nodes, new-node-fault-probability, "
-            "reboot-fault-probability, capacity-shortage. --report writes the sweep's page; "
+            "reboot-fault-probability, capacity-shortage, lemon-share. --report writes "
+            "the sweep's page; "
             '--json prints {"sweep": ..., "points": [...]}.',
             show_default=False,
         ),
@@ -251,6 +262,7 @@ def compare(
             job_nodes=job_nodes,
             node_launch=node_launch,
             capacity_shortage=capacity_shortage,
+            lemon_share=lemon_share,
             chaos=chaos,
             chaos_kinds=chaos_kinds,
             chaos_faults=chaos_faults,

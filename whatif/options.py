@@ -30,6 +30,7 @@ from policies import BASELINES, BUILT_IN, load_baseline
 from simulator.fleet import FaultMix, FleetConfig, Scenario, ScenarioError, parse_pools
 from simulator.fleet.assumptions import ModelError, load_model
 from simulator.fleet.config import FLEET_BACKOFF_LIMIT, FLEET_GANGS, AdmissionSimConfig
+from simulator.fleet.faults import MEAN_LEMON_FACTOR, LemonModel
 from simulator.fleet.operator_config import OperatorConfig
 from whatif.server_time import DEFAULT_STEP
 
@@ -82,6 +83,10 @@ class CompareOptions(BaseModel):
     """The chance a Karpenter launch attempt finds no capacity (EC2
     InsufficientInstanceCapacity) on the simulated fleet; None: the model file's or the
     simulator's default (``simulator.fleet.capacity.CapacityModel``, 0: no public rate)."""
+    lemon_share: float | None = None
+    """The share of the fleet's slots whose host is a lemon (``FaultMix.lemons``), each
+    faulting the mix's factor (or ``MEAN_LEMON_FACTOR``) times as often; 0: none; None:
+    the fault mix's own."""
     operator: bool = True
     settle_timeout: float = Field(default=60.0, ge=0)
     refresh_interval: float = Field(default=1.0, gt=0)
@@ -126,7 +131,7 @@ class CompareOptions(BaseModel):
             raise ValueError(f"must be more than 0 and at most {MAX_NODE_LAUNCH}")
         return value
 
-    @field_validator("capacity_shortage")
+    @field_validator("capacity_shortage", "lemon_share")
     @classmethod
     def _shortage_is_a_probability(cls, value: float | None) -> float | None:
         if value is not None and not 0.0 <= value <= 1.0:
@@ -288,7 +293,25 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
             update={"insufficient_capacity_probability": options.capacity_shortage}
         )
         config = config.model_copy(update={"capacity": capacity})
+    if options.lemon_share is not None:
+        config = _with_lemons(config, options.lemon_share)
     return config, duration
+
+
+def _with_lemons(config: FleetConfig, share: float) -> FleetConfig:
+    """The fleet whose fault mix has ``share`` of its slots lemon hosts (0: none).
+
+    Raises:
+        CompareError: The run has no fault mix to add lemons to.
+    """
+    mix = config.fault_mix
+    if mix is None:
+        raise CompareError("--lemon-share: lemons fault more often than a fault mix says; no mix")
+    lemons = None
+    if share > 0:
+        factor = mix.lemons.factor if mix.lemons is not None else MEAN_LEMON_FACTOR
+        lemons = LemonModel(share=share, factor=factor)
+    return config.model_copy(update={"fault_mix": mix.model_copy(update={"lemons": lemons})})
 
 
 def _check_parts(options: CompareOptions) -> None:

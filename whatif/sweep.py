@@ -64,6 +64,7 @@ AXES: dict[str, SweepAxis] = {
     "capacity-shortage": SweepAxis(
         "capacity_shortage", "chance a launch attempt finds no capacity", float
     ),
+    "lemon-share": SweepAxis("lemon_share", "share of hosts that are lemons", float),
 }
 
 

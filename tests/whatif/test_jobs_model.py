@@ -9,6 +9,7 @@ from rich.console import Console
 
 from demo.summary import JobsSummary, jobs_summary
 from simulator.fleet.config import FLEET_BACKOFF_LIMIT, FLEET_GANGS
+from simulator.fleet.faults import MEAN_LEMON_FACTOR, LemonModel
 from whatif.options import CompareError, compare_fleet, options_from
 from whatif.report import _jobs_section, _model_section
 from whatif.runner import CompareRun, PolicyResult
@@ -112,3 +113,29 @@ def _summary(jobs: JobsSummary | None) -> object:
     from demo.summary import DemoSummary
 
     return DemoSummary.model_construct(jobs=jobs)
+
+
+def test_lemon_share_gives_that_share_of_slots_lemon_hosts_and_zero_takes_them_away(
+    tmp_path: Path,
+) -> None:
+    fleet, _ = compare_fleet(options_from(nodes=200, lemon_share=0.012))
+    assert fleet.fault_mix is not None
+    assert fleet.fault_mix.lemons == LemonModel(share=0.012, factor=MEAN_LEMON_FACTOR)
+    mix = tmp_path / "mix.yaml"
+    mix.write_text("rates: {xid_reset: 0.001}\nlemons: {share: 0.1, factor: 5}\n")
+    fleet, _ = compare_fleet(options_from(nodes=200, fault_mix=str(mix), lemon_share=0.02))
+    assert fleet.fault_mix is not None
+    assert fleet.fault_mix.lemons == LemonModel(share=0.02, factor=5)  # the mix's factor
+    fleet, _ = compare_fleet(options_from(nodes=200, fault_mix=str(mix), lemon_share=0))
+    assert fleet.fault_mix is not None
+    assert fleet.fault_mix.lemons is None
+    with pytest.raises(CompareError, match="--lemon-share: .*from 0 to 1, got 1.5"):
+        options_from(nodes=200, lemon_share=1.5)
+
+
+def test_lemon_share_is_a_sweep_axis() -> None:
+    from whatif.sweep import parse_sweep
+
+    sweep = parse_sweep("lemon-share=0,0.012,0.05", options_from(nodes=40, seed=1))
+    assert [o.lemon_share for o in sweep.options] == [0.0, 0.012, 0.05]
+    assert sweep.axis.label == "share of hosts that are lemons"
