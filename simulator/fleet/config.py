@@ -113,7 +113,9 @@ class WorkloadConfig(_Strict):
     ``workloads.py``). With ``gangs``, jobs come in several sizes instead.
     """
 
-    namespace: str = Field(default="training", description="Where the jobs' pods run.")
+    namespace: str = Field(
+        default="training", description="Where the jobs' pods run (a name, not a figure)."
+    )
     job_nodes: int = Field(
         default=4,
         ge=1,
@@ -189,7 +191,9 @@ class WorkloadConfig(_Strict):
     hanging_faults: frozenset[FaultKind] = Field(
         default=HANGING_FAULTS,
         description="Faults that hang a job until collective_timeout instead of failing it "
-        "at once (an eviction before then ends it without spending its budget).",
+        "at once (an eviction before then ends it without spending its budget): an "
+        "assumption, by what each does to a rank; 23% of the Llama 3 interruptions against "
+        "ByteRobust's 12% of failures (arXiv 2509.16293), so generous.",
     )
     collective_timeout: Duration = Field(
         default=timedelta(minutes=10),

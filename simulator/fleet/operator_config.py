@@ -32,6 +32,15 @@ class OperatorConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    response: LogNormal = LogNormal(median=timedelta(minutes=30), sigma=1.0)
-    repair: LogNormal = LogNormal(median=timedelta(hours=1), sigma=0.7)
-    staff: int = Field(default=2, ge=1, le=1000, description="Tickets worked at once.")
+    response: LogNormal = Field(
+        default=LogNormal(median=timedelta(minutes=30), sigma=1.0),
+        description="From a ticket to a person looking at it: an assumption (no public "
+        "source gives on-call response times for GPU nodes).",
+    )
+    repair: LogNormal = Field(
+        default=LogNormal(median=timedelta(hours=1), sigma=0.7),
+        description="A person's work on a node once looked at: an assumption.",
+    )
+    staff: int = Field(
+        default=2, ge=1, le=1000, description="Tickets worked at once: an assumption."
+    )

@@ -129,7 +129,7 @@ def test_lemon_share_gives_that_share_of_slots_lemon_hosts_and_zero_takes_them_a
     fleet, _ = compare_fleet(options_from(nodes=200, fault_mix=str(mix), lemon_share=0))
     assert fleet.fault_mix is not None
     assert fleet.fault_mix.lemons is None
-    with pytest.raises(CompareError, match="--lemon-share: .*from 0 to 1, got 1.5"):
+    with pytest.raises(CompareError, match=r"--lemon-share: .*from 0 to 1, got 1\.5"):
         options_from(nodes=200, lemon_share=1.5)
 
 
@@ -139,3 +139,21 @@ def test_lemon_share_is_a_sweep_axis() -> None:
     sweep = parse_sweep("lemon-share=0,0.012,0.05", options_from(nodes=40, seed=1))
     assert [o.lemon_share for o in sweep.options] == [0.0, 0.012, 0.05]
     assert sweep.axis.label == "share of hosts that are lemons"
+
+
+def test_every_figure_the_report_lists_names_its_source_or_says_it_is_an_assumption() -> None:
+    import html
+    import re
+
+    page = _model_section(CompareRun(options_from(nodes=40), ui=Console(quiet=True)))
+    rows = re.findall(
+        r"<tr><td>([^<]*)</td><td>[^<]*</td><td>[^<]*</td><td>([^<]*)</td></tr>", page
+    )
+    assert len(rows) == page.count("<tr><td>") > 35
+    sourced = re.compile(
+        r"assumption|arXiv|NVIDIA|PyTorch|Kubernetes|kubernetes/|karpenter|amazon-eks-ami|"
+        r"AWS|EC2|\.go|docs/|agent|contract|Meta|JobSet|not a figure",
+        re.IGNORECASE,
+    )
+    unsourced = [key for key, text in rows if not sourced.search(html.unescape(text))]
+    assert unsourced == []
