@@ -638,16 +638,15 @@ class Workloads:
             if node is None or job is None or not job.running:
                 return
             run, restarts = job.run, job.restarts
-            if node.phase is Phase.REBOOTING:
-                ending = Ending.REBOOTED
-            else:
-                effect = self._effect(node)
-                if effect is Effect.RUNS:
-                    return  # a fault the job runs through until the node is drained
-                ending = Ending.FAULT
-        if ending is Ending.FAULT and effect is Effect.HANGS:
+            # A reboot under the job is the remediation's doing, whatever the faults.
+            rebooting = node.phase is Phase.REBOOTING
+            effect = Effect.CRASHES if rebooting else self._effect(node)
+        if effect is Effect.RUNS:
+            return  # a fault the job runs through until the node is drained
+        if effect is Effect.HANGS:
             self._hang(job.name, run, restarts)
             return
+        ending = Ending.REBOOTED if rebooting else Ending.FAULT
         self._end(job.name, run, restarts, ending, node=node_name)
 
     def on_change(self, change: Change) -> None:
