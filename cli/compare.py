@@ -174,6 +174,16 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    slow_fault_multiplier: Annotated[
+        float | None,
+        typer.Option(
+            "--slow-fault-multiplier",
+            min=0,
+            help="Times the fault mix's rate of its slow faults (its extra_rates, e.g. "
+            "bench/mixes/llama3-slow.yaml); the hard faults stay the same.",
+            show_default=False,
+        ),
+    ] = None,
     lemon_share: Annotated[
         float | None,
         typer.Option(
@@ -191,7 +201,8 @@ def compare(
             help="NAME=V1,V2,...: run the whole comparison at each value and draw each "
             "policy's availability, GPU-hours lost and job success against it. NAME: "
             "node-launch, fault-multiplier, job-nodes, new-node-fault-probability, "
-            "reboot-fault-probability, capacity-shortage, lemon-share. --report writes "
+            "reboot-fault-probability, capacity-shortage, lemon-share, slow-fault-multiplier. "
+            "--report writes "
             "the sweep's page; "
             '--json prints {"sweep": ..., "points": [...]}.',
             show_default=False,
@@ -263,6 +274,7 @@ def compare(
             node_launch=node_launch,
             capacity_shortage=capacity_shortage,
             lemon_share=lemon_share,
+            slow_fault_multiplier=slow_fault_multiplier,
             chaos=chaos,
             chaos_kinds=chaos_kinds,
             chaos_faults=chaos_faults,

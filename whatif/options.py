@@ -83,6 +83,9 @@ class CompareOptions(BaseModel):
     """The chance a Karpenter launch attempt finds no capacity (EC2
     InsufficientInstanceCapacity) on the simulated fleet; None: the model file's or the
     simulator's default (``simulator.fleet.capacity.CapacityModel``, 0: no public rate)."""
+    slow_fault_multiplier: float | None = Field(default=None, ge=0, le=1000)
+    """Times the fault mix's own rates of its extra (slow) kinds, ``extra_rates`` (issue
+    37); None: the mix's rates."""
     lemon_share: float | None = None
     """The share of the fleet's slots whose host is a lemon (``FaultMix.lemons``), each
     faulting the mix's factor (or ``MEAN_LEMON_FACTOR``) times as often; 0: none; None:
@@ -295,7 +298,27 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
         config = config.model_copy(update={"capacity": capacity})
     if options.lemon_share is not None:
         config = _with_lemons(config, options.lemon_share)
+    if options.slow_fault_multiplier is not None:
+        config = _with_slow_faults(config, options.slow_fault_multiplier)
     return config, duration
+
+
+def _with_slow_faults(config: FleetConfig, multiplier: float) -> FleetConfig:
+    """The fleet whose mix's extra (slow) kinds come ``multiplier`` times as often.
+
+    The hard faults (``rates``) are drawn on a stream of their own, so they stay the same.
+
+    Raises:
+        CompareError: The mix has no extra kinds to scale.
+    """
+    mix = config.fault_mix
+    if mix is None or not mix.extra_rates:
+        raise CompareError(
+            "--slow-fault-multiplier: the fault mix has no slow faults (extra_rates); "
+            "give one that has, e.g. --fault-mix bench/mixes/llama3-slow.yaml"
+        )
+    rates = {kind: rate * multiplier for kind, rate in mix.extra_rates.items()}
+    return config.model_copy(update={"fault_mix": mix.model_copy(update={"extra_rates": rates})})
 
 
 def _with_lemons(config: FleetConfig, share: float) -> FleetConfig:

@@ -65,6 +65,9 @@ AXES: dict[str, SweepAxis] = {
         "capacity_shortage", "chance a launch attempt finds no capacity", float
     ),
     "lemon-share": SweepAxis("lemon_share", "share of hosts that are lemons", float),
+    "slow-fault-multiplier": SweepAxis(
+        "slow_fault_multiplier", "slow faults, times the mix's rate", float
+    ),
 }
 
 
