@@ -50,6 +50,15 @@ MAX_CAPACITY_RETRY = timedelta(days=1)
 shortage probability of 1 says plainly."""
 
 
+class InstanceLaunch(BaseModel):
+    """The launch-to-Ready median of one instance type's pools."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instance_type: str = Field(min_length=1, max_length=64)
+    median: Duration = Field(gt=timedelta(0), le=timedelta(days=1))
+
+
 class CapacityModel(BaseModel):
     """What a Karpenter launch on the simulated fleet meets: its time, and capacity or not.
 
@@ -97,6 +106,21 @@ class CapacityModel(BaseModel):
         "another can replace it; the number is an assumption). None: on-demand pools, a "
         "replacement launches at once.",
     )
+
+    launch_by_instance_type: tuple[InstanceLaunch, ...] = Field(
+        default=(),
+        max_length=64,
+        description="Launch-to-Ready medians of pools of these instance types, instead of "
+        "durations.node_launch (e.g. [{instance_type: p5.48xlarge, median: 15m}]). "
+        "Assumption: none; no public per-type figures were found.",
+    )
+
+    def launch_median(self, instance_type: str, default: timedelta) -> timedelta:
+        """The launch-to-Ready median of a pool of ``instance_type`` (``default`` if unlisted)."""
+        for entry in self.launch_by_instance_type:
+            if entry.instance_type == instance_type:
+                return entry.median
+        return default
 
     def launch_seconds(self, median: timedelta, rng: random.Random) -> float:
         """One launch-to-Ready time in simulated seconds: ``median`` times exp(sigma * N(0, 1)).

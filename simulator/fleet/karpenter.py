@@ -173,9 +173,10 @@ class Karpenter:
                 model.capacity_retry.total_seconds(), lambda: self._attempt(name)
             )
             return
-        launch_s = model.launch_seconds(
-            fleet.config.durations.node_launch, launch_draws(seed, claim.pool, claim.number)
+        median = model.launch_median(
+            fleet.pool(claim.pool).instance_type, fleet.config.durations.node_launch
         )
+        launch_s = model.launch_seconds(median, launch_draws(seed, claim.pool, claim.number))
         fleet.scheduler.call_later(launch_s, lambda: self._launch(name))
 
     def _launch(self, name: str) -> None:

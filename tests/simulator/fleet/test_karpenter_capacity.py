@@ -212,3 +212,19 @@ async def test_a_capacity_block_replacement_waits_for_the_old_instances_slot(
     assert (report.capacity_block_waits, report.insufficient_capacity) == (1, 0)
     assert report.node_hours_short == pytest.approx(waited_s / 3600)
     assert report.overlap_instance_hours == 0.0
+
+
+async def test_a_pool_of_a_listed_instance_type_launches_at_its_own_median(
+    stepped: Callable[..., Stepped],
+) -> None:
+    # small_config's pools are both p5.48xlarge: give that type 20 minutes.
+    model = CapacityModel.model_validate(
+        {"launch_by_instance_type": [{"instance_type": "p5.48xlarge", "median": "20m"}]}
+    )
+    sim = stepped(capacity=model)
+    _provision(sim.fleet, "h100")
+    await sim.run_to(LAUNCH_S + 1)
+    assert not sim.has_node("h100-0003")  # not at node_launch's 5 minutes
+    await sim.run_to(20 * 60 + 1)
+    assert sim.has_node("h100-0003")
+    assert model.launch_median("g6.xlarge", timedelta(minutes=5)) == timedelta(minutes=5)
