@@ -101,6 +101,8 @@ class JobsSummary(BaseModel):
     """Attempts that hung at a collective (issue 36)."""
     hang_timeouts: int = 0
     """Of those, attempts the collective's timeout failed: nothing ended them before."""
+    hangs_ended_by_remediation: int = 0
+    """Of those, attempts the remediation ended (drain, reboot, delete) while hung."""
     gpu_hours_hung: float = 0.0
     """GPU time hung jobs held without training (a part of the time lost)."""
     runs_by_gang: dict[str, dict[str, int]] = {}
@@ -291,6 +293,7 @@ def jobs_summary(
         },
         hangs=int(jobs.get("hangs", 0)),
         hang_timeouts=int(jobs.get("hang_timeouts", 0)),
+        hangs_ended_by_remediation=int(jobs.get("hangs_ended_by_remediation", 0)),
         gpu_hours_hung=_hours(jobs.get("gpu_seconds_hung", 0.0)),
         runs_by_gang=_runs_by_gang(jobs),
     )

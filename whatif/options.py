@@ -289,6 +289,12 @@ def compare_fleet(options: CompareOptions) -> tuple[FleetConfig, timedelta]:
         except ModelError as err:
             raise CompareError(f"--model: {err}") from err
     if options.node_launch is not None:
+        listed = {entry.instance_type for entry in config.capacity.launch_by_instance_type}
+        if any(pool.instance_type in listed for pool in config.pools):
+            raise CompareError(
+                "--node-launch: the model file gives these pools' instance types launch "
+                "medians of their own (capacity.launch_by_instance_type); give one or the other"
+            )
         durations = config.durations.model_copy(update={"node_launch": options.node_launch})
         config = config.model_copy(update={"durations": durations})
     if options.capacity_shortage is not None:

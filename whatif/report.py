@@ -186,7 +186,7 @@ def _jobs_section(results: list[PolicyResult]) -> str:
         "policy",
         "job runs ok / done",
         *(f"{s}-node gangs" for s in sizes),
-        "hangs (timed out)",
+        "hangs: ended by the remediation / timed out",
         "GPU-hours hung",
         "ETTR",
     )
@@ -197,7 +197,7 @@ def _jobs_section(results: list[PolicyResult]) -> str:
             counts = j.runs_by_gang.get(str(size), {})
             cells.append(_runs_text(counts.get("succeeded", 0), counts.get("failed", 0)))
         cells += [
-            f"{j.hangs} ({j.hang_timeouts})",
+            f"{j.hangs}: {j.hangs_ended_by_remediation} / {j.hang_timeouts}",
             f"{j.gpu_hours_hung:,.1f}",
             "-" if j.ettr is None else f"{j.ettr:.4f}",
         ]
@@ -208,8 +208,10 @@ def _jobs_section(results: list[PolicyResult]) -> str:
         "<p>Runs that succeeded of those that finished, in all and by gang size. A run fails "
         "once failures spend its retry budget; an eviction (DisruptionTarget, ignored by the "
         "job's podFailurePolicy) does not spend it. A fault that hangs a job fails it only when "
-        "the collective's timeout ends the hang: the column says how many hangs that was, the "
-        "rest a drain ended first.</p>"
+        "the collective's timeout ends the hang, unless the remediation ends it first (a "
+        "drain's eviction spends no budget); the rest of the hangs another fault ended, or "
+        "they still hung when the window closed. A hung job's loss is the fault's, whoever "
+        "ended the hang.</p>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 

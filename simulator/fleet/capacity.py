@@ -33,7 +33,7 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpu_remediation.policy import Duration
 
@@ -114,6 +114,13 @@ class CapacityModel(BaseModel):
         "durations.node_launch (e.g. [{instance_type: p5.48xlarge, median: 15m}]). "
         "Assumption: none; no public per-type figures were found.",
     )
+
+    @model_validator(mode="after")
+    def _one_median_per_type(self) -> CapacityModel:
+        types = [entry.instance_type for entry in self.launch_by_instance_type]
+        if len(set(types)) != len(types):
+            raise ValueError(f"launch_by_instance_type: each instance type once, got {types}")
+        return self
 
     def launch_median(self, instance_type: str, default: timedelta) -> timedelta:
         """The launch-to-Ready median of a pool of ``instance_type`` (``default`` if unlisted)."""

@@ -64,17 +64,17 @@ HANGING_FAULTS = frozenset(
         FaultKind.HOST_HANG,
         FaultKind.HOST_FAILURE,
         FaultKind.EFA_LINK,
-        FaultKind.NETWORK_OUTAGE,
     }
 )
 """Faults that stop a rank without an error, so every rank of the gang waits at its next
 collective until the collective's timeout: an assumption, by what each fault does to the
-rank (a GPU that no longer answers its driver, a host that stops or dies, a network path
-that goes silent). A crash instead (an ECC error or a GPU lost, which CUDA returns as an
-error to the process) ends the job at once. In the Llama 3 mix these kinds are 98 of the
-419 interruptions (23%); ByteDance counted job hangs as 9.9% of 55,390 incidents of all
-kinds, about 12% of its failures (ByteRobust, arXiv 2509.16293, Table 1), so this set is
-on the generous side for hangs."""
+rank (a GPU that no longer answers its driver, a host that stops or dies, a network link
+that goes silent). A network outage outside the nodes is not here: the simulator's jobs
+run through it (``interrupts_jobs`` is False for it). A crash instead (an ECC error or a
+GPU lost, which CUDA returns as an error to the process) ends the job at once. In the
+Llama 3 mix these kinds are 98 of the 419 interruptions (23%); ByteDance counted job hangs
+as 9.9% of 55,390 incidents of all kinds, about 12% of its failures (ByteRobust, arXiv
+2509.16293, Table 1), so this set is on the generous side for hangs."""
 
 
 class GangShare(_Strict):
@@ -177,9 +177,10 @@ class WorkloadConfig(_Strict):
     )
     survivable_faults: frozenset[FaultKind] = Field(
         default=SURVIVABLE_FAULTS,
-        description="Faults a running job keeps running through (every other fault but a "
-        "false positive fails it at once): NVIDIA's descriptions of each (a pending row "
-        "remap, a corrected ECC error or a degraded link leave the GPU working).",
+        description="Faults a running job keeps running through until its node is drained "
+        "(of the others, those in hanging_faults hang it, the rest fail it at once): "
+        "NVIDIA's descriptions of each (a pending row remap, a corrected ECC error or a "
+        "degraded link leave the GPU working).",
     )
     step_times: Duration | None = Field(
         default=None,
@@ -238,21 +239,29 @@ class WorkloadConfig(_Strict):
     def jobs_in(self, nodes: int) -> list[int]:
         """The gang size of each job a pool of ``nodes`` nodes runs, largest first.
 
-        Each size gets its share of the nodes the jobs fill. In a pool too small for a
-        size of the mix, its gangs shrink to its share (a 128-node share of a 40-node
-        pool becomes one gang of 11), so a small fleet keeps the mix's shares of work.
+        Each size, largest first, gets its share of the nodes the jobs fill, plus what the
+        sizes before it left over (whole gangs rarely fill a share exactly), so the jobs
+        fill the pool to ``utilization`` as far as the smallest size allows. In a pool too
+        small for a size of the mix, its gangs shrink to its room (a 128-node share of a
+        40-node pool becomes one gang of 11), so a small fleet keeps the mix's shares.
         """
         target = nodes * self.utilization
         sizes: list[int] = []
+        left = 0.0
         for size, share in self.gang_sizes():
-            room = math.floor(round(target * share, 9))
-            fits = size if self.gangs is None else max(1, min(size, room))
-            sizes += [fits] * math.floor(round(target * share / fits, 9))
-        return sizes
+            room = target * share + left
+            whole = math.floor(round(room, 9))
+            fits = size if self.gangs is None else max(1, min(size, whole))
+            count = math.floor(round(room / fits, 9))
+            sizes += [fits] * count
+            left = room - count * fits
+        return sorted(sizes, reverse=True)
 
     def with_gangs(self, gangs: tuple[GangShare, ...] | None, **update: Any) -> WorkloadConfig:
         """This workload with jobs of the ``gangs`` mix (None: of ``job_nodes``) and ``update``."""
-        values = {k: getattr(self, k) for k in self.model_fields_set if k not in ("job_nodes",)}
+        values = {k: getattr(self, k) for k in self.model_fields_set}
+        if gangs is not None:
+            values.pop("job_nodes", None)  # one or the other
         return WorkloadConfig.model_validate({**values, "gangs": gangs, **update})
 
 

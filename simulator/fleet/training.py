@@ -299,6 +299,9 @@ class JobStats:
     """Attempts that hung at a collective (issue 36)."""
     hang_timeouts: int = 0
     """Of those, attempts the collective's timeout failed (nothing ended them before)."""
+    hangs_ended_by_remediation: int = 0
+    """Of those, attempts the remediation ended (a drain, reboot or delete) while hung; the
+    rest of the hangs another fault ended, or they still hang."""
     runs_by_gang: dict[int, list[int]] = field(default_factory=dict)
     """Gang size -> [runs succeeded, runs failed] of jobs of that size."""
 
@@ -321,12 +324,19 @@ class JobStats:
         """
         return self.evictions_spending_budget + self.drains_without_checkpoint
 
-    def record(self, usage: Usage, ending: Ending) -> None:
-        """Add a finished attempt's GPU time, its loss charged to what ended it."""
+    def record(self, usage: Usage, ending: Ending, *, blamed: bool | None = None) -> None:
+        """Add a finished attempt's GPU time, its loss charged to what ended it.
+
+        Args:
+            usage: The attempt's GPU time.
+            ending: How it ended.
+            blamed: Whether the loss is the remediation's (None: whether the ending is;
+                a hung attempt's loss is the fault's, whoever ended the hang).
+        """
         self.finished.add(usage)
         if ending is Ending.COMPLETED:
             return
-        if ending.by_remediation:
+        if ending.by_remediation if blamed is None else blamed:
             self.lost_to_remediation += usage.lost
         else:
             self.lost_to_faults += usage.lost

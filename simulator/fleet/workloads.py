@@ -465,8 +465,11 @@ class Workloads:
                 return
             now = fleet.clock.now() if at is None else at
             pods = [job.pod_name(rank) for rank in range(len(job.nodes))]
-            self.stats.record(attempt.usage(now, job.gpus, ending), ending)
-            self._account(job, attempt, ending, now, node)
+            # A hung job had lost its work to the fault already: ending the hang (a drain, a
+            # reboot) only cuts the loss short, so the fault is charged, not the remediation.
+            blamed = ending.by_remediation and not attempt.hung
+            self.stats.record(attempt.usage(now, job.gpus, ending), ending, blamed=blamed)
+            self._account(job, attempt, ending, now, node, blamed=blamed)
             job.running = False
             job.attempt = None
             job.token += 1
@@ -484,9 +487,16 @@ class Workloads:
         self.request_placement()
 
     def _account(
-        self, job: TrainingJob, attempt: Attempt, ending: Ending, now: float, node: str | None
+        self,
+        job: TrainingJob,
+        attempt: Attempt,
+        ending: Ending,
+        now: float,
+        node: str | None,
+        *,
+        blamed: bool,
     ) -> None:
-        # Caller holds the lock.
+        # Caller holds the lock. ``blamed``: the remediation ended it, and not a hang.
         stats = self.stats
         job.ready_at = now
         if ending is Ending.COMPLETED:
@@ -495,25 +505,27 @@ class Workloads:
             job.fresh, job.resubmitted = True, False
             return
         job.ready_at = now + self.config.restart_delay.total_seconds()
-        if ending.by_remediation:
+        if blamed:
             stats.interrupted_by_remediation += 1
         else:
             stats.interrupted_by_fault += 1
+        if attempt.hung and ending.by_remediation:
+            stats.hangs_ended_by_remediation += 1
         if not ending.spends_budget:
             stats.disruptions += 1
-            if attempt.lost_work(now) > 0 and not attempt.saved_for_remediation:
+            if blamed and attempt.lost_work(now) > 0 and not attempt.saved_for_remediation:
                 stats.drains_without_checkpoint += 1
                 self._caused_by_remediation(job, ending, node)
             return
         stats.restarts_spending_budget += 1
-        if ending.by_remediation:
+        if blamed:
             stats.evictions_spending_budget += 1
             self._caused_by_remediation(job, ending, node)
         job.failures += 1
         if job.failures > self.config.backoff_limit:
             stats.runs_failed += 1
             stats.run_ended(job.size, succeeded=False)
-            if ending.by_remediation:
+            if blamed:
                 stats.runs_failed_by_remediation += 1
             job.fresh = job.resubmitted = True
 
@@ -730,6 +742,7 @@ class Workloads:
                 "gpu_seconds_hung": usage.hung,
                 "hangs": stats.hangs,
                 "hang_timeouts": stats.hang_timeouts,
+                "hangs_ended_by_remediation": stats.hangs_ended_by_remediation,
                 "ettr": usage.productive / usage.allocated if usage.allocated else None,
             }
             | {

@@ -87,6 +87,7 @@ def test_job_runs_are_counted_by_gang_size_and_hangs_with_their_timeouts() -> No
         runs_failed=3,
         hangs=5,
         hang_timeouts=2,
+        hangs_ended_by_remediation=3,
         gpu_seconds_hung=7200.0,
         **{
             "runs_succeeded.gang.128": 7,
@@ -99,12 +100,13 @@ def test_job_runs_are_counted_by_gang_size_and_hangs_with_their_timeouts() -> No
         "128": {"succeeded": 7, "failed": 3},
     }
     assert (jobs.hangs, jobs.hang_timeouts, jobs.gpu_hours_hung) == (5, 2, 2.0)
+    assert jobs.hangs_ended_by_remediation == 3
     graded = PolicyResult.model_construct(name="graded", summary=_summary(jobs))
     none = PolicyResult.model_construct(name="none", summary=_summary(None))
     page = _jobs_section([graded, none])
     assert "<th>128-node gangs</th><th>1-node gangs</th>" in page
     assert "<td>197 / 200 (98.50%)</td><td>7 / 10 (70.00%)</td><td>190 / 190 (100.00%)</td>" in page
-    assert "<td>5 (2)</td><td>2.0</td>" in page
+    assert "<td>5: 3 / 2</td><td>2.0</td>" in page
     assert "<td>none</td>" not in page  # a policy run without jobs has no row
     assert _jobs_section([none]) == ""
 
@@ -157,3 +159,22 @@ def test_every_figure_the_report_lists_names_its_source_or_says_it_is_an_assumpt
     )
     unsourced = [key for key, text in rows if not sourced.search(html.unescape(text))]
     assert unsourced == []
+
+
+def test_node_launch_is_refused_where_the_model_gives_the_instance_type_its_own(
+    tmp_path: Path,
+) -> None:
+    model = tmp_path / "model.yaml"
+    model.write_text(
+        "capacity:\n  launch_by_instance_type: [{instance_type: p5.48xlarge, median: 15m}]\n"
+    )
+    with pytest.raises(CompareError, match="--node-launch: the model file gives"):
+        compare_fleet(options_from(nodes=40, model=model, node_launch="20m"))
+    fleet, _ = compare_fleet(options_from(nodes=40, model=model))
+    assert fleet.capacity.launch_median("p5.48xlarge", fleet.durations.node_launch).seconds == 900
+    model.write_text(
+        "capacity:\n  launch_by_instance_type: [{instance_type: a, median: 15m}, "
+        "{instance_type: a, median: 5m}]\n"
+    )
+    with pytest.raises(CompareError, match="each instance type once"):
+        compare_fleet(options_from(nodes=40, model=model))

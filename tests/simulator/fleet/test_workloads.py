@@ -199,8 +199,15 @@ async def test_an_eviction_ends_a_hung_job_before_its_timeout_without_spending_t
     )
     jobs = await stats_where(fleet, lambda j: j["disruptions"] == 1)
     assert jobs["hang_timeouts"] == 0
+    assert jobs["hangs_ended_by_remediation"] == 1
     assert jobs["restarts_spending_budget"] == 0
     assert jobs["gpu_seconds_hung"] > 0
+    # The hang had lost the work already: the drain only cut the loss short.
+    assert jobs["interrupted_by_fault"] == 1
+    assert jobs["interrupted_by_remediation"] == 0
+    assert jobs["failures_caused_by_remediation"] == 0
+    assert jobs["gpu_seconds_lost_to_remediation"] == 0
+    assert jobs["gpu_seconds_lost_to_faults"] > 0
     # Not cordoned, the node takes the restart, which hangs at once: its link is still down.
     jobs = await stats_where(fleet, lambda j: j["hangs"] == 2)
     attempt = job(fleet, "p5-job-000").attempt
@@ -213,18 +220,20 @@ async def test_an_eviction_ends_a_hung_job_before_its_timeout_without_spending_t
 async def test_a_gang_of_the_mix_places_one_pod_on_each_of_its_nodes(
     make_fleet: Callable[..., Fleet],
 ) -> None:
-    # 3 nodes a pool: 2.01 nodes for gangs of 2 (one), 0.99 for gangs of 1 (none).
+    # 3 nodes a pool: 2.01 nodes for gangs of 2 (one), 0.99 and what is left for gangs of 1.
     gangs = (GangShare(nodes=2, share=0.67), GangShare(nodes=1, share=0.33))
     fleet = make_fleet(workloads=WorkloadConfig(gangs=gangs, utilization=1.0))
     assert fleet.workloads is not None
     assert {name: j.size for name, j in fleet.workloads.jobs.items()} == {
         "h100-job-000": 2,
+        "h100-job-001": 1,
         "p5-job-000": 2,
+        "p5-job-001": 1,
     }
     pods = await assert_eventually(
-        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 4
+        lambda: asyncio.to_thread(job_pods, fleet), lambda found: len(found) == 6
     )
-    assert {p["spec"]["nodeName"] for n, p in pods.items() if n.startswith("h100")} == {
+    assert {p["spec"]["nodeName"] for n, p in pods.items() if n.startswith("h100-job-000")} == {
         "h100-0000",
         "h100-0001",
     }
@@ -232,8 +241,10 @@ async def test_a_gang_of_the_mix_places_one_pod_on_each_of_its_nodes(
 
 def test_a_gang_too_big_for_a_small_pool_shrinks_to_its_share() -> None:
     mix = WorkloadConfig(utilization=0.9, gangs=FLEET_GANGS)
-    assert mix.jobs_in(1000) == [128] * 2 + [32] * 9 + [8] * 27 + [1] * 90
-    assert mix.jobs_in(40) == [11, 11, 8, 1, 1, 1]
+    # Each size's whole gangs, what they leave over going to the smaller sizes: 900 nodes.
+    assert mix.jobs_in(1000) == [128] * 2 + [32] * 10 + [8] * 29 + [1] * 92
+    assert sum(mix.jobs_in(500)) == 450
+    assert mix.jobs_in(40) == [12, 11, 8, 1, 1, 1, 1, 1]
     assert mix.jobs_in(1) == []
     assert WorkloadConfig(job_nodes=4, utilization=1.0).jobs_in(10) == [4, 4]
 
