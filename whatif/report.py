@@ -18,7 +18,14 @@ from whatif.chaos import html_section as chaos_section
 from whatif.charts import charts as svg_charts
 from whatif.factor_check import FactorCheck, html_section
 from whatif.latency import KINDS, SHARE_LIMIT
-from whatif.results import capacity_cells, latency_text, latency_warnings, mttr_text, policy_json
+from whatif.results import (
+    capacity_cells,
+    latency_text,
+    latency_warnings,
+    mttr_text,
+    policy_json,
+    runs_text,
+)
 
 if TYPE_CHECKING:
     from simulator.fleet import FleetConfig
@@ -192,10 +199,10 @@ def _jobs_section(results: list[PolicyResult]) -> str:
     )
     rows = []
     for name, j in jobs:
-        cells = [name, _runs_text(j.runs_succeeded, j.runs_failed)]
+        cells = [name, runs_text(j.runs_succeeded, j.runs_failed)]
         for size in sizes:
             counts = j.runs_by_gang.get(str(size), {})
-            cells.append(_runs_text(counts.get("succeeded", 0), counts.get("failed", 0)))
+            cells.append(runs_text(counts.get("succeeded", 0), counts.get("failed", 0)))
         cells += [
             f"{j.hangs}: {j.hangs_ended_by_remediation} / {j.hang_timeouts}",
             f"{j.gpu_hours_hung:,.1f}",
@@ -214,11 +221,6 @@ def _jobs_section(results: list[PolicyResult]) -> str:
         "ended the hang.</p>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
-
-
-def _runs_text(succeeded: int, failed: int) -> str:
-    done = succeeded + failed
-    return f"{succeeded} / {done} ({succeeded / done:.2%})" if done else "-"
 
 
 def _capacity_section(results: list[PolicyResult]) -> str:

@@ -91,14 +91,17 @@ def _percent(value: float) -> str:
     return f"{value * 100:.3f}%"
 
 
+def runs_text(succeeded: int, failed: int) -> str:
+    """Job runs that succeeded of those that finished, and the share (``-``: none finished)."""
+    done = succeeded + failed
+    return f"{succeeded} / {done} ({succeeded / done:.2%})" if done else "-"
+
+
 def _jobs(result: PolicyResult) -> str:
     runs = result.summary.job_runs
     if runs is None:
         return "-"
-    succeeded, failed = runs.get("succeeded", 0), runs.get("failed", 0)
-    finished = succeeded + failed
-    rate = f" ({succeeded / finished:.2%})" if finished else ""
-    return f"{succeeded}/{finished}{rate}"
+    return runs_text(runs.get("succeeded", 0), runs.get("failed", 0))
 
 
 def table(results: list[PolicyResult], *, title: str) -> Table:

@@ -232,18 +232,14 @@ class CapacityLedger:
 
     def launch_started(self, claim: str, now: float) -> None:
         """``claim``'s attempt found capacity at ``now``: its instance is launching."""
-        since = self._waiting.pop(claim, None)
-        if since is not None:
-            self._short_s += now - since
+        self._stop_waiting(claim, now)
         old = self._new_of.get(claim)
         if old is not None:
             self._pairs[old].started = now
 
     def dropped(self, claim: str, now: float) -> None:
         """``claim`` was deleted before its node registered."""
-        since = self._waiting.pop(claim, None)
-        if since is not None:
-            self._short_s += now - since
+        self._stop_waiting(claim, now)
         old = self._new_of.pop(claim, None)
         if old is None:
             return
@@ -251,6 +247,12 @@ class CapacityLedger:
         if pair.started is not None:
             self._overlap_s += now - pair.started
         pair.new, pair.started = None, None
+
+    def _stop_waiting(self, claim: str, now: float) -> None:
+        """``claim`` no longer waits for capacity: its wait, if any, is short time."""
+        since = self._waiting.pop(claim, None)
+        if since is not None:
+            self._short_s += now - since
 
     def instance_ended(self, old: str, now: float) -> None:
         """``old``'s instance was terminated at ``now`` (or it had none)."""
