@@ -320,8 +320,10 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             action="expected 32 EFA devices, found 31",
         ),
         # Slow, on the network (issue 37): an EFA port whose retransmit timeouts keep
-        # rising (a marginal cable or switch port), which the agent's efa-degraded check
-        # reports once the rate held over its 300 s span. Collectives slow the whole
+        # rising (a marginal cable or switch port) at 60 a minute or more, the agent's
+        # default (AWS's own check's rate), which its efa-degraded check reports once
+        # the rate held over its 300 s span; that a slowing port crosses it is an
+        # assumption (one that does not is as unseen as gpu_slow). Collectives slow the whole
         # gang: SLOW_GANG again. That a reboot retrains the link, as for a link down,
         # is an assumption.
         FaultInfo(
@@ -331,7 +333,7 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             action="EFA retransmit timeouts rising",
             interrupts_jobs=False,
             slowdown=SLOW_GANG,
-            agent_signal=("efa_counter:retrans_timeout_events", "1+/min", "under 1/min", 10),
+            agent_signal=("efa_counter:retrans_timeout_events", "60+/min", "under 60/min", 10),
         ),
         # Unplanned host maintenance / a hung kernel: the kubelet stops, a reboot helps.
         FaultInfo(K.HOST_HANG, "node", Fix.REBOOT, kubelet_down=True, action="host hung"),
