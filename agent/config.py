@@ -40,6 +40,34 @@ DEFAULT_EFA_BY_INSTANCE_TYPE: dict[str, int] = {
     "p5e.48xlarge": 32,
     "p5en.48xlarge": 16,
 }
+# Instance type -> the rate, Gb/s, each EFA port's sysfs ``rate`` shows on a healthy
+# device. The EFA driver prints the device's own max_link_speed_gbps, rounded down to
+# an InfiniBand step (efa_link_gbps_to_speed_and_width, amzn/amzn-drivers
+# kernel/linux/efa/src/efa_verbs.c, commit c4c79265, first in efa_linux_2.13.0; before
+# it every port printed 100, and a device that reports 0 still prints 100). Only the
+# types a public source pins:
+# - p4d, p4de: 4 x 100 Gbps EFA (aws-samples/aws-efa-eks; p4de is p4d's platform in
+#   aws/aws-ofi-nccl);
+# - p5, p5e: 32 network cards, 3,200 Gbps (the EC2 user guide's EFA instance types),
+#   100 per device, as libfabric's fi_info prints it on a p5 (speed 100000000000,
+#   Hugging Face's Smol Training Playbook);
+# - p5en: 200 per device, AWS's own aws-ofi-nccl (src/nccl_ofi_net.cpp at 2daf7d30:
+#   "Overriding OFI link_attr speed to 200Gbps/link for P5en platform", for drivers
+#   that do not report it yet).
+# p6-b200, p6e-gb200 and trn2 are left out: no public capture or AWS figure per
+# device was found (operators add them, or set efa_degraded_expected_rate_gbps).
+DEFAULT_EFA_RATE_BY_INSTANCE_TYPE: dict[str, int] = {
+    "p4d.24xlarge": 100,
+    "p4de.24xlarge": 100,
+    "p5.48xlarge": 100,
+    "p5e.48xlarge": 100,
+    "p5en.48xlarge": 200,
+}
+# What every EFA port printed before the driver reported the device's speed, and the
+# first driver that does (amzn-drivers efa_linux_2.13.0; it writes its version, e.g.
+# "3.1.0g", to /sys/module/efa/version through MODULE_VERSION in efa_main.c).
+EFA_LEGACY_RATE_GBPS = 100
+EFA_RATE_REPORTING_DRIVER: tuple[int, int, int] = (2, 13, 0)
 # Counter -> smallest increase per cycle reported as a burst (an NPD event, no
 # action). The sizes of the token buckets of AWS's own EFA check, which warns
 # (EFAErrorMetric, severity Warning) on an increase its bucket cannot take:
@@ -204,12 +232,11 @@ class AgentConfig:
     degraded_pcie_expected_gen: int | None = None
 
     # efa-degraded (condition EfaDegraded): EFA ports that work, slowly.
-    # The port rate (Gb/sec) each EFA port should report; None: the rate is not judged.
-    # The EFA driver reports the device's max_link_speed_gbps attribute (drivers
-    # before r2.13.0: 100 whatever the device), so an expectation is per instance
-    # type and driver (AWS's specs suggest 3200 Gbps over 32 EFAs on p5, over 16 on
-    # p5en: not checked against a device here), and none is assumed.
+    # The port rate (Gb/sec) each EFA port should report, over the instance type's
+    # (efa_rate_by_instance_type, 0 turns a type off); None: the instance type's, if
+    # it has one (AgentConfig.expected_efa_rate).
     efa_degraded_expected_rate_gbps: int | None = None
+    efa_rate_by_instance_type: dict[str, int] = DEFAULT_EFA_RATE_BY_INSTANCE_TYPE
     # Consecutive cycles a port must read below the expected rate to be reported.
     efa_degraded_rate_cycles: int = 2
     # Rate streaks must fall within this many seconds; counter rates are measured
@@ -277,6 +304,48 @@ class AgentConfig:
         if itype and itype in self.efa_by_instance_type:
             return self.efa_by_instance_type[itype], itype
         return None, itype or "unknown instance type"
+
+    def expected_efa_rate(self) -> tuple[int | None, str]:
+        """(Gb/s each EFA port should show, where it comes from) or (None, why not).
+
+        An instance type's rate above what old drivers print for every port is
+        judged only under a driver known to report the device's speed: under an
+        older or unknown driver every port would read low.
+        """
+        if self.efa_degraded_expected_rate_gbps is not None:
+            return self.efa_degraded_expected_rate_gbps, "configured"
+        itype = self.resolved_instance_type()
+        if not itype or itype not in self.efa_rate_by_instance_type:
+            return None, f"no expected rate for {itype or 'an unknown instance type'}"
+        rate = self.efa_rate_by_instance_type[itype]
+        if rate == 0:
+            return None, f"{itype}: turned off (0)"
+        if rate <= EFA_LEGACY_RATE_GBPS:
+            return rate, itype
+        path = Path(self.sysfs_root) / "module" / "efa" / "version"
+        try:
+            with path.open("rb") as file:  # a version is a few bytes: read no more
+                text = file.read(64).decode("ascii", errors="replace").strip()
+        except OSError:
+            return None, f"{itype}: EFA driver version unreadable ({path})"
+        version = efa_driver_version(text)
+        if version is None:
+            return None, f"{itype}: EFA driver version {text!r} not understood"
+        if version < EFA_RATE_REPORTING_DRIVER:
+            return None, f"{itype}: EFA driver {text} prints {EFA_LEGACY_RATE_GBPS} for every port"
+        return rate, itype
+
+
+_EFA_DRIVER_VERSION = re.compile(r"^(\d{1,4})\.(\d{1,4})\.(\d{1,4})[a-z]{0,8}$")
+
+
+def efa_driver_version(text: str) -> tuple[int, int, int] | None:
+    """``"3.1.0g"`` -> (3, 1, 0); None for anything else."""
+    match = _EFA_DRIVER_VERSION.match(text)
+    if match is None:
+        return None
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
 
 
 def _split_source(value: str) -> tuple[str, str]:
@@ -379,6 +448,7 @@ _MERGED = frozenset(
     {
         "gpus_by_instance_type",
         "efa_by_instance_type",
+        "efa_rate_by_instance_type",
         "efa_counter_thresholds",
         "efa_degraded_counter_thresholds",
     }
@@ -430,6 +500,11 @@ def _check_efa_degraded(config: AgentConfig) -> None:
     rate = config.efa_degraded_expected_rate_gbps
     if rate is not None and not 1 <= rate <= 100_000:
         raise ConfigError("efa_degraded_expected_rate_gbps: must be between 1 and 100000")
+    too_fast = [k for k, v in config.efa_rate_by_instance_type.items() if v > 100_000]
+    if too_fast:
+        raise ConfigError(
+            f"efa_rate_by_instance_type: over 100000 Gb/sec for {', '.join(sorted(too_fast))}"
+        )
     if not 1 <= config.efa_degraded_rate_cycles <= 100:
         raise ConfigError("efa_degraded_rate_cycles: must be between 1 and 100")
     if not config.efa_degraded_window > 0:

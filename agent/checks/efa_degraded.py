@@ -5,18 +5,21 @@ apart from the EFA faults (``efa``: count, provider, links) and the counter
 bursts (``efa-counters``: an event per cycle). Findings are of kind
 ``degraded`` in the grammar of agent/findings.py, with ``WHAT``:
 
-* ``efa_port_rate``: ``/sys/class/infiniband/<dev>/ports/1/rate`` below
-  ``efa_degraded_expected_rate_gbps``. The kernel writes that file as
-  ``"%d%s Gb/sec (%dX%s)"`` (``rate_show``, drivers/infiniband/core/sysfs.c:
+* ``efa_port_rate``: ``/sys/class/infiniband/<dev>/ports/1/rate`` below the
+  expected rate (``AgentConfig.expected_efa_rate``: ``efa_degraded_expected_rate_gbps``,
+  else the instance type's in ``efa_rate_by_instance_type``). The kernel writes that
+  file as ``"%d%s Gb/sec (%dX%s)"`` (``rate_show``, drivers/infiniband/core/sysfs.c:
   ``"100 Gb/sec (4X EDR)"``, ``"2.5 Gb/sec (1X SDR)"``); the EFA driver fills it
   from the device attribute ``max_link_speed_gbps`` (``efa_query_port``,
   amzn/amzn-drivers kernel/linux/efa/src/efa_verbs.c, since r2.13.0; 100 Gb/s
   when the device reports 0, and before r2.13.0 always 4X EDR, 100 Gb/s). The
   attribute is read when the device is probed (``efa_com_get_device_attr`` in
   efa_main.c), so the file says what the device was given, not a link that
-  retrained: there is no default expectation, and the devices are not compared
-  with each other (a per-instance expectation must be configured). Reported
-  once seen below in ``efa_degraded_rate_cycles`` consecutive readings within
+  retrained: the finding is a device that came up short of its instance type,
+  and the devices are not compared with each other. An expectation above 100 is
+  judged only under a driver that reports the device's speed (2.13.0 or later,
+  read from ``/sys/module/efa/version``). Reported once seen below in
+  ``efa_degraded_rate_cycles`` consecutive readings within
   ``efa_degraded_window``.
 * ``efa_counter:<name>``: a port error counter
   (``ports/1/hw_counters/<name>``, ``EFA_DEFINE_PORT_STATS`` in efa_verbs.c)
@@ -166,13 +169,13 @@ def _gbps(value: float) -> str:
 def _judge_rate(
     port: Port,
     base: Path,
+    expected: int | None,
     config: AgentConfig,
     streaks: dict[str, Streak],
     now: float,
     out: EfaDegradedOutcome,
 ) -> bool:
     """Extend or end the port's streak; whether the rate was judged."""
-    expected = config.efa_degraded_expected_rate_gbps
     if expected is None:
         return False
     raw = _read(base / "rate")
@@ -262,10 +265,11 @@ def evaluate(
         outcome.detail = "no EFA ports"
         return outcome
     root = Path(config.sysfs_root) / "class" / "infiniband"
+    expected, why = config.expected_efa_rate()
     judged = counters = 0
     for port in ports:
         base = root / port.device / "ports" / port.port
-        judged += _judge_rate(port, base, config, streaks, now, outcome)
+        judged += _judge_rate(port, base, expected, config, streaks, now, outcome)
         counters += _judge_counters(port, base, config, samples, now, outcome)
     for key, streak in list(streaks.items()):
         if now - streak.times[-1] > config.efa_degraded_window:
@@ -294,11 +298,10 @@ def evaluate(
             )
         )
     outcome.problems = rate_problems + outcome.problems
-    expected = config.efa_degraded_expected_rate_gbps
     rate_note = (
-        f"rate judged on {judged} (expected {_gbps(expected)})"
+        f"rate judged on {judged} (expected {_gbps(expected)}, {why})"
         if expected is not None
-        else "rate not judged (no expected rate configured)"
+        else f"rate not judged ({why})"
     )
     outcome.detail = f"{len(ports)} EFA port(s); {rate_note}; {counters} error counter(s) read"
     return outcome

@@ -21,6 +21,7 @@ from agent.config import (
     EFA_DEGRADATION_COUNTERS,
     AgentConfig,
     ConfigError,
+    efa_driver_version,
     load_config,
 )
 from agent.findings import EXIT_OK, EXIT_PROBLEM, degraded_text, render
@@ -70,6 +71,12 @@ class Sysfs:
     def port(self, i: int) -> Path:
         return self.root / "class" / "infiniband" / self.name(i) / "ports" / "1"
 
+    def driver(self, version: str) -> None:
+        """The EFA module's version as MODULE_VERSION shows it (amzn-drivers efa_main.c)."""
+        path = self.root / "module" / "efa"
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "version").write_text(f"{version}\n")
+
     def rate(self, i: int, text: str) -> None:
         (self.port(i) / "rate").write_text(text)
 
@@ -87,6 +94,9 @@ def sysfs(tmp_path: Path) -> Sysfs:
 
 
 def configured(sysfs: Sysfs, **settings: object) -> AgentConfig:
+    # An instance type with no EFA rate of its own unless a test names one: the
+    # machine running the tests must not lend its DMI product name.
+    settings = {"instance_type": "m5.large", **settings}
     env = {f"REMEDIATE_AGENT_{k.upper()}": str(v) for k, v in settings.items()}
     env["REMEDIATE_AGENT_SYSFS_ROOT"] = str(sysfs.root)
     return load_config(env=env)
@@ -163,7 +173,7 @@ def test_healthy_ports_report_nothing(sysfs: Sysfs) -> None:
         outcome = cycles.run()
         assert (outcome.problems, outcome.unknowns) == ([], [])
     assert outcome.detail == (
-        "2 EFA port(s); rate judged on 2 (expected 200 Gb/sec); 4 error counter(s) read"
+        "2 EFA port(s); rate judged on 2 (expected 200 Gb/sec, configured); 4 error counter(s) read"
     )
 
 
@@ -172,7 +182,84 @@ def test_no_expected_rate_means_the_rate_is_not_judged(sysfs: Sysfs) -> None:
     cycles = Cycles(configured(sysfs))
     outcomes = [cycles.run() for _ in range(5)]
     assert all(o.problems == [] for o in outcomes)
-    assert "rate not judged (no expected rate configured)" in outcomes[-1].detail
+    assert "rate not judged (no expected rate for m5.large)" in outcomes[-1].detail
+
+
+def test_a_p5en_port_below_its_200_gbps_is_a_finding_under_a_driver_that_reports_speed(
+    sysfs: Sysfs,
+) -> None:
+    # p5en: 200 per device (agent/config.py, AWS's aws-ofi-nccl); the driver's own
+    # version string (efa_main.c: "3.1.0g").
+    sysfs.driver("3.1.0g")
+    sysfs.rate(1, RATE_100)
+    cycles = Cycles(configured(sysfs, instance_type="p5en.48xlarge"))
+    outcome = [cycles.run(), cycles.run()][-1]
+    assert found(outcome) == [("rdmap129s0/1", "efa_port_rate")]
+    assert "rate judged on 2 (expected 200 Gb/sec, p5en.48xlarge)" in outcome.detail
+
+
+@pytest.mark.parametrize(
+    ("driver", "why"),
+    [
+        ("2.12.1g", "p5en.48xlarge: EFA driver 2.12.1g prints 100 for every port"),
+        ("in-tree", "p5en.48xlarge: EFA driver version 'in-tree' not understood"),
+        (None, "p5en.48xlarge: EFA driver version unreadable"),
+    ],
+)
+def test_an_old_or_unknown_driver_leaves_a_rate_above_100_unjudged(
+    sysfs: Sysfs, driver: str | None, why: str
+) -> None:
+    # Before 2.13.0 every EFA port printed 100 (amzn-drivers c4c79265): judged, every
+    # p5en port would read low.
+    if driver is not None:
+        sysfs.driver(driver)
+    sysfs.rate(0, RATE_100)
+    sysfs.rate(1, RATE_100)
+    cycles = Cycles(configured(sysfs, instance_type="p5en.48xlarge"))
+    outcomes = [cycles.run() for _ in range(3)]
+    assert all(o.problems == [] for o in outcomes)
+    assert f"rate not judged ({why}" in outcomes[-1].detail
+
+
+def test_a_rate_of_100_is_judged_whatever_the_driver(sysfs: Sysfs) -> None:
+    # Old drivers print 100 too, so an expectation of 100 never reads low by mistake.
+    sysfs.rate(0, RATE_50)
+    cycles = Cycles(configured(sysfs, instance_type="p5.48xlarge"))
+    outcome = [cycles.run(), cycles.run()][-1]
+    assert found(outcome) == [("rdmap128s0/1", "efa_port_rate")]
+    assert "(expected 100 Gb/sec, p5.48xlarge)" in outcome.detail
+
+
+def test_the_configured_rate_wins_and_a_type_can_be_added_or_turned_off(sysfs: Sysfs) -> None:
+    sysfs.driver("2.13.0")
+    config = configured(sysfs, instance_type="p5en.48xlarge", efa_degraded_expected_rate_gbps=50)
+    assert config.expected_efa_rate() == (50, "configured")
+    added = configured(
+        sysfs,
+        instance_type="p6-b200.48xlarge",
+        efa_rate_by_instance_type='{"p6-b200.48xlarge": 400}',
+    )
+    assert added.expected_efa_rate() == (400, "p6-b200.48xlarge")
+    assert added.efa_rate_by_instance_type["p5.48xlarge"] == 100  # merged over the defaults
+    off = configured(
+        sysfs, instance_type="p5.48xlarge", efa_rate_by_instance_type='{"p5.48xlarge": 0}'
+    )
+    assert off.expected_efa_rate() == (None, "p5.48xlarge: turned off (0)")
+    with pytest.raises(ConfigError, match=r"over 100000 Gb/sec for p5\.48xlarge"):
+        configured(sysfs, efa_rate_by_instance_type='{"p5.48xlarge": 100001}')
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [("3.1.0g", (3, 1, 0)), ("2.13.0", (2, 13, 0)), ("2.12.1g", (2, 12, 1))],
+)
+def test_the_efa_drivers_version_is_read(text: str, version: tuple[int, int, int]) -> None:
+    assert efa_driver_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["", "3.1", "v3.1.0", "3.1.0-g", "3.1.0 g", "99999.1.0"])
+def test_what_is_not_a_driver_version_is_not_read(text: str) -> None:
+    assert efa_driver_version(text) is None
 
 
 def test_a_node_without_efa_is_healthy(tmp_path: Path) -> None:
@@ -411,3 +498,13 @@ def test_efa_degradation_is_its_own_npd_condition_run_every_30_seconds() -> None
     # Rate streaks fit in their window at NPD's interval; counter rates are judged within it.
     assert (agent.efa_degraded_rate_cycles - 1) * NPD_INTERVAL < agent.efa_degraded_window
     assert agent.efa_degraded_counter_min_span < agent.efa_degraded_window
+
+
+def test_a_hostile_driver_version_file_is_read_in_bounded_time(sysfs: Sysfs) -> None:
+    sysfs.driver("9" * SIZE)
+    config = configured(sysfs, instance_type="p5en.48xlarge")
+    timed("EFA driver version", config.expected_efa_rate)
+    rate, why = config.expected_efa_rate()
+    assert rate is None
+    assert why.startswith("p5en.48xlarge: EFA driver version '9999")
+    assert len(why) < 200
