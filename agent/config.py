@@ -122,9 +122,11 @@ DEFAULT_EFA_DEGRADED_COUNTER_THRESHOLDS: dict[str, int] = {
 # reasons are NVML's (nvml.h nvmlClocksEventReason*), as nvidia-smi names them
 # (agent/checks/nvidia_smi.py CLOCK_EVENT_KEYS); Idle is no slowdown and is not one.
 CLOCK_EVENT_PREFIX = "clock_event:"
+ECC_CORRECTABLE = "ecc_correctable"
 DEGRADED_SIGNALS: tuple[str, ...] = (
     "pcie_width",
     "pcie_gen",
+    ECC_CORRECTABLE,
     *(
         CLOCK_EVENT_PREFIX + reason
         for reason in (
@@ -148,6 +150,7 @@ DEGRADED_SIGNALS: tuple[str, ...] = (
 DEFAULT_DEGRADED_CHECKS: tuple[str, ...] = (
     "pcie_width",
     "pcie_gen",
+    ECC_CORRECTABLE,
     "clock_event:hw_slowdown",
     "clock_event:hw_thermal_slowdown",
     "clock_event:hw_power_brake_slowdown",
@@ -230,6 +233,18 @@ class AgentConfig:
     # and min_pci_generation per SKU).
     degraded_pcie_expected_width: int | None = None
     degraded_pcie_expected_gen: int | None = None
+    # ecc_correctable: the GPU's volatile corrected ECC errors (SRAM plus DRAM; Single
+    # Bit before Ampere) rising at this many a minute or more, over readings that span
+    # degraded_counter_min_span within degraded_window. ASSUMPTION: no public rate
+    # exists. NVIDIA publishes none (its memory-error note leaves correctable errors
+    # out; its RMA criteria are uncorrectable ones); DCGM's health watch reads no
+    # corrected count (its DCGM_LIMIT_MAX_SBE_RATE of 10 is a "dummy value", used
+    # nowhere); operators that check use totals: Azure's health checks fail a GPU over
+    # 20,000,000 DRAM or 10,000 SRAM corrected errors (azurehpc-health-checks, H100
+    # conf), Meta's GCM over 50,000,000 volatile. 1,000 a minute held five minutes is
+    # 5,000 corrections: memory correcting that often is worth a diagnostic once idle.
+    degraded_ecc_correctable_per_minute: int = 1000
+    degraded_counter_min_span: float = 300.0
 
     # efa-degraded (condition EfaDegraded): EFA ports that work, slowly.
     # The port rate (Gb/sec) each EFA port should report, over the instance type's
@@ -528,6 +543,12 @@ def _check_degraded(config: AgentConfig) -> None:
             raise ConfigError(f"{name}: must be between 1 and 100")
     if not config.degraded_window > 0:
         raise ConfigError("degraded_window: must be greater than 0")
+    if not 0 < config.degraded_counter_min_span < config.degraded_window:
+        raise ConfigError(
+            "degraded_counter_min_span: must be greater than 0 and less than degraded_window"
+        )
+    if not config.degraded_ecc_correctable_per_minute >= 1:
+        raise ConfigError("degraded_ecc_correctable_per_minute: must be at least 1")
     if not 0 <= config.degraded_pcie_gen_min_utilization <= 100:
         raise ConfigError("degraded_pcie_gen_min_utilization: must be between 0 and 100")
     width, gen = config.degraded_pcie_expected_width, config.degraded_pcie_expected_gen

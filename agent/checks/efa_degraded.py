@@ -43,7 +43,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from agent.checks.efa import Port, efa_ports
-from agent.checks.streaks import Streak, is_number, streak_from
+from agent.checks.streaks import (
+    Streak,
+    counter_samples,
+    extend_counter,
+    per_minute,
+    streak_from,
+)
 from agent.config import AgentConfig
 from agent.findings import Problem
 
@@ -123,20 +129,11 @@ def load_samples(saved: Any, config: AgentConfig) -> dict[str, list[tuple[float,
     names = set(config.efa_degraded_counter_thresholds)
     samples: dict[str, list[tuple[float, int]]] = {}
     for key, entry in list(saved.items())[: MAX_PORTS * max(1, len(names))]:
-        if not isinstance(key, str) or len(key) > 120 or not isinstance(entry, list):
+        if not isinstance(key, str) or len(key) > 120:
             continue
         if key.rpartition("/")[2] not in names:
             continue
-        kept = [
-            (float(pair[0]), int(pair[1]))
-            for pair in entry[-MAX_SAMPLES:]
-            if isinstance(pair, list)
-            and len(pair) == 2
-            and is_number(pair[0])
-            and isinstance(pair[1], int)
-            and not isinstance(pair[1], bool)
-            and 0 <= pair[1] < 1 << 64
-        ]
+        kept = counter_samples(entry, MAX_SAMPLES)
         if kept:
             samples[key] = kept
     return samples
@@ -203,8 +200,8 @@ def _judge_counters(
 ) -> int:
     """Record this cycle's counter readings; report rising ones. Returns how many were read."""
     read = 0
-    for name, per_minute in sorted(config.efa_degraded_counter_thresholds.items()):
-        if per_minute <= 0:
+    for name, per_minute_threshold in sorted(config.efa_degraded_counter_thresholds.items()):
+        if per_minute_threshold <= 0:
             continue  # 0 turns a counter off
         key = f"{port.name}/{name}"
         value = _counter_value(_read(base / "hw_counters" / name))
@@ -213,32 +210,25 @@ def _judge_counters(
                 out.samples[key] = saved[key]  # not read this cycle: keep what we had
             continue
         read += 1
-        since = now - config.efa_degraded_window
-        history = [(t, v) for t, v in saved.get(key, []) if since <= t < now]
-        if history and value < history[-1][1]:
-            out.log.append(f"EFA {key} went down ({history[-1][1]} -> {value}): new baseline")
-            history = []
-        history = [*history, (now, value)][-MAX_SAMPLES:]
+        history, reset_from = extend_counter(
+            saved.get(key, []), value, now, config.efa_degraded_window, MAX_SAMPLES
+        )
+        if reset_from is not None:
+            out.log.append(f"EFA {key} went down ({reset_from} -> {value}): new baseline")
         out.samples[key] = history
-        first_time, first_value = history[0]
-        span = now - first_time
-        if span < config.efa_degraded_counter_min_span:
-            continue
-        rate = (value - first_value) * 60.0 / span
-        if rate < per_minute:
+        rate, rise, span = per_minute(history)
+        if span < config.efa_degraded_counter_min_span or rate < per_minute_threshold:
             continue
         what = f"{COUNTER_PREFIX}{name}"
-        out.log.append(
-            f"EFA {port.name} {what}: +{value - first_value} in {span:.0f} s ({rate:.1f}/min)"
-        )
+        out.log.append(f"EFA {port.name} {what}: +{rise} in {span:.0f} s ({rate:.1f}/min)")
         out.problems.append(
             Problem(
                 kind="degraded",
                 source=SOURCE,
                 device=port.name,
                 what=what,
-                observed=f"{per_minute}+/min",
-                expected=f"under {per_minute}/min",
+                observed=f"{per_minute_threshold}+/min",
+                expected=f"under {per_minute_threshold}/min",
                 text=f"over {config.efa_degraded_counter_min_span:g}+ s",
                 observed_at=now,
             )

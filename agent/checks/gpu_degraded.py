@@ -31,6 +31,17 @@ from faults (``GpuHealthProblem``), so a policy can treat it apart. It reuses th
   real H100 captures show HW Slowdown and HW Power Brake Slowdown Active on
   idle GPUs.
 
+* ``ecc_correctable``: the GPU's volatile corrected ECC errors (``ECC Errors /
+  Volatile``: ``SRAM Correctable`` plus ``DRAM Correctable`` on Turing and later,
+  ``Single Bit / Total`` before) rising at ``degraded_ecc_correctable_per_minute``
+  or more, a rate over the readings of the last ``degraded_window`` seconds once
+  they span ``degraded_counter_min_span``. Memory that keeps correcting works, but
+  each correction costs, and a rising count is the row that will fail next; the
+  aggregate (lifetime) counts are never read (real captures show thousands
+  aggregate with the volatile count at 0). The volatile count restarts at a driver
+  reload (without persistence mode, at every application): a count that went
+  down starts a new baseline. The threshold is an assumption (agent/config.py).
+
 Persistence: NVML says HW Slowdown "may be also reported during PState or clock
 change", and a link may be read while the GPU changes P-state, so one cycle's
 reading is never a finding. A signal is reported once it was degraded in
@@ -53,8 +64,14 @@ import time
 from typing import Any, NamedTuple
 
 from agent.checks.nvidia_smi import GpuRecord, SmiReport, parse_query
-from agent.checks.streaks import Streak, streak_from
-from agent.config import CLOCK_EVENT_PREFIX, AgentConfig
+from agent.checks.streaks import (
+    Streak,
+    counter_samples,
+    extend_counter,
+    per_minute,
+    streak_from,
+)
+from agent.config import CLOCK_EVENT_PREFIX, ECC_CORRECTABLE, AgentConfig
 from agent.findings import Problem
 from agent.runner import ToolResult, head
 
@@ -64,6 +81,8 @@ GEN = "pcie_gen"
 ACTIVE, NOT_ACTIVE = "Active", "Not Active"
 # At most this many streaks are read back from the state file (64 GPUs, every signal).
 MAX_STREAKS = 64 * 10
+MAX_GPUS = 64
+MAX_SAMPLES = 128
 _MAX_WORD = 16
 
 
@@ -110,8 +129,54 @@ def readings(gpu: GpuRecord, config: AgentConfig) -> list[Reading]:
     return found
 
 
+def ecc_reading(
+    gpu: GpuRecord,
+    config: AgentConfig,
+    saved: dict[str, list[tuple[float, int]]],
+    now: float,
+    out: DegradedOutcome,
+) -> Reading:
+    """This cycle's corrected-ECC reading of ``gpu``, its rate over the window judged.
+
+    The volatile count restarts when the driver reloads (without persistence mode,
+    at every application: nvidia-smi's documentation), which starts a new baseline.
+    """
+    value = gpu.ecc_volatile_correctable
+    if value is None:  # ECC off, or this driver prints N/A
+        return Reading(ECC_CORRECTABLE, None)
+    history, reset_from = extend_counter(
+        saved.get(gpu.bus, []), value, now, config.degraded_window, MAX_SAMPLES
+    )
+    if reset_from is not None:
+        out.log.append(f"GPU {gpu.bus} volatile corrected ECC went down: new baseline")
+    out.ecc[gpu.bus] = history
+    rate, rise, span = per_minute(history)
+    if span < config.degraded_counter_min_span:
+        return Reading(ECC_CORRECTABLE, None)
+    threshold = config.degraded_ecc_correctable_per_minute
+    if rate >= threshold:
+        out.log.append(f"GPU {gpu.bus} {ECC_CORRECTABLE}: +{rise} in {span:.0f} s ({rate:.1f}/min)")
+    return Reading(
+        ECC_CORRECTABLE, rate >= threshold, f"{threshold}+/min", f"under {threshold}/min"
+    )
+
+
+def load_ecc(saved: Any) -> dict[str, list[tuple[float, int]]]:
+    """Corrected-ECC readings of the state file (bus -> [(time, count)]); damage dropped."""
+    if not isinstance(saved, dict):
+        return {}
+    readings = {
+        bus: counter_samples(entry, MAX_SAMPLES)
+        for bus, entry in list(saved.items())[:MAX_GPUS]
+        if isinstance(bus, str) and len(bus) <= 16
+    }
+    return {bus: kept for bus, kept in readings.items() if kept}
+
+
 def cycles_needed(what: str, config: AgentConfig) -> int:
     """How many consecutive degraded readings make ``what`` a finding."""
+    if what == ECC_CORRECTABLE:
+        return 1  # a rate over the window already
     if what.startswith(CLOCK_EVENT_PREFIX):
         return config.degraded_clock_event_cycles
     return config.degraded_pcie_cycles
@@ -146,12 +211,14 @@ class DegradedOutcome:
         self.detail = ""
         self.streaks: dict[str, Streak] = {}
         self.buses: dict[str, int] = {}
+        self.ecc: dict[str, list[tuple[float, int]]] = {}
 
     def state(self) -> dict[str, Any]:
-        """What the state file keeps: the streaks and the bus -> index map."""
+        """What the state file keeps: the streaks, the bus -> index map, ECC readings."""
         return {
             "streaks": {key: streak.to_json() for key, streak in self.streaks.items()},
             "gpu_buses": self.buses,
+            "ecc": {bus: [[t, v] for t, v in pairs] for bus, pairs in self.ecc.items()},
         }
 
 
@@ -189,6 +256,8 @@ def evaluate(
     now = time.time() if now is None else now
     outcome = DegradedOutcome()
     streaks = load_streaks(saved.get("streaks"), config)
+    ecc = load_ecc(saved.get("ecc")) if ECC_CORRECTABLE in config.degraded_checks else {}
+    outcome.ecc = dict(ecc)  # a GPU not read this cycle keeps its readings
     saved_buses = saved.get("gpu_buses")
     buses: dict[str, int] = (
         {
@@ -226,7 +295,10 @@ def evaluate(
                 f" short ({report.attached} attached, {count} shown)"
             )
         for gpu in report.gpus:
-            for reading in readings(gpu, config):
+            found = readings(gpu, config)
+            if ECC_CORRECTABLE in config.degraded_checks:
+                found.append(ecc_reading(gpu, config, ecc, now, outcome))
+            for reading in found:
                 key = f"{gpu.bus} {reading.what}"
                 if reading.what in judged and reading.degraded is not None:
                     judged[reading.what] += 1
@@ -271,7 +343,11 @@ def evaluate(
                 what=what,
                 observed=streak.observed,
                 expected=streak.expected,
-                text=f"{need}+ cycles",
+                text=(
+                    f"over {config.degraded_counter_min_span:g}+ s"
+                    if what == ECC_CORRECTABLE
+                    else f"{need}+ cycles"
+                ),
                 observed_at=now,
             )
         )

@@ -119,6 +119,28 @@ class GpuRecord:
         self.link_width_max: int | None = None  # lanes ("16x" -> 16)
         self.link_width_current: int | None = None
         self.clock_events: dict[str, bool] = {}  # CLOCK_EVENT_KEYS name -> Active
+        # ECC Errors / Volatile: each corrected-error count printed since the driver
+        # loaded (SRAM and DRAM Correctable on Turing and later; Single Bit / Total
+        # before); None for one that is not a number.
+        self.ecc_correctable_parts: list[int | None] = []
+        # ECC Errors / Aggregate / SRAM Threshold Exceeded (Hopper drivers): "Yes"/"No".
+        self.ecc_sram_threshold_exceeded: str | None = None
+
+    @property
+    def ecc_volatile_correctable(self) -> int | None:
+        """Corrected ECC errors since the driver loaded; None unless every part is a number."""
+        parts = self.ecc_correctable_parts
+        if not parts or any(part is None for part in parts):
+            return None
+        return sum(part for part in parts if part is not None)
+
+
+def counter_number(value: str) -> int | None:
+    """``"12"`` -> 12; None for N/A or anything but at most 20 digits (a u64)."""
+    text = value.strip()
+    if 0 < len(text) <= 20 and text.isdigit() and text.isascii():
+        return int(text)
+    return None
 
 
 def small_number(value: str, suffix: str = "") -> int | None:
@@ -168,11 +190,14 @@ def parse_query(text: str) -> SmiReport:
     # A header line deeper than a section ("GPU Link Info", "PCIe Generation",
     # "Link Width" under "PCI"), and its indent: it ends at the next line as shallow.
     subsection, sub_indent = "", 0
+    # Under "ECC Errors": "Volatile" or "Aggregate", which a deeper header ("Single
+    # Bit" on drivers before Ampere) does not end.
+    ecc_scope = ""
     for line in text.splitlines():
         if line.startswith("GPU ") and (header := _HEADER.match(line)):
             current = GpuRecord(bus=normalize_bus(header.group(1)))
             report.gpus.append(current)
-            section, subsection = "", ""
+            section, subsection, ecc_scope = "", "", ""
             continue
         if "device handle" in line and (lost := _LOST.search(line)):
             index = int(lost["index"]) if lost["index"] is not None else None
@@ -194,9 +219,11 @@ def parse_query(text: str) -> SmiReport:
             if stripped:
                 indent = len(line) - len(line.lstrip())
                 if indent <= 4:
-                    section, subsection = stripped, ""  # "    Remapped Rows"
+                    section, subsection, ecc_scope = stripped, "", ""  # "    Remapped Rows"
                 else:
                     subsection, sub_indent = stripped, indent  # "            Link Width"
+                    if section == "ECC Errors" and indent <= 8:
+                        ecc_scope = stripped  # "        Volatile"
             continue
         indent = len(key) - len(key.lstrip())
         key, value = key.strip(), value.strip()
@@ -205,7 +232,7 @@ def parse_query(text: str) -> SmiReport:
         if current is None:
             continue
         if indent <= 4:
-            section, subsection = "", ""
+            section, subsection, ecc_scope = "", "", ""
         elif subsection and indent <= sub_indent:
             subsection = ""
         if section in CLOCK_EVENT_SECTIONS:
@@ -227,7 +254,20 @@ def parse_query(text: str) -> SmiReport:
             current.page_retirement_pending = value
         elif section == "GPU Reset Status" and key in _RESET_STATUS_ACTIONS:
             current.reset_status[key] = value
+        elif section == "ECC Errors":
+            _ecc_value(current, ecc_scope, subsection, key, value)
     return report
+
+
+_CORRECTABLE_KEYS = frozenset({"SRAM Correctable", "DRAM Correctable"})
+
+
+def _ecc_value(gpu: GpuRecord, scope: str, subsection: str, key: str, value: str) -> None:
+    if scope == "Volatile":
+        if key in _CORRECTABLE_KEYS or (subsection == "Single Bit" and key == "Total"):
+            gpu.ecc_correctable_parts.append(counter_number(value))
+    elif scope == "Aggregate" and key == "SRAM Threshold Exceeded":
+        gpu.ecc_sram_threshold_exceeded = value[:8]
 
 
 def _link_value(gpu: GpuRecord, link: str, key: str, value: str) -> None:

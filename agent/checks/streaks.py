@@ -43,3 +43,50 @@ def streak_from(entry: Any, keep: int, max_word: int) -> Streak | None:
     if not kept or len(words) != 2:
         return None
     return Streak(kept, words[0], words[1])
+
+
+def counter_samples(entry: Any, keep: int) -> list[tuple[float, int]]:
+    """The ``[time, value]`` readings of one state-file entry, its latest ``keep``.
+
+    Damaged pairs are dropped: a value must be an integer of a u64 counter.
+    """
+    if not isinstance(entry, list):
+        return []
+    return [
+        (float(pair[0]), int(pair[1]))
+        for pair in entry[-keep:]
+        if isinstance(pair, list)
+        and len(pair) == 2
+        and is_number(pair[0])
+        and isinstance(pair[1], int)
+        and not isinstance(pair[1], bool)
+        and 0 <= pair[1] < 1 << 64
+    ]
+
+
+def extend_counter(
+    history: list[tuple[float, int]], value: int, now: float, window: float, keep: int
+) -> tuple[list[tuple[float, int]], int | None]:
+    """Add this cycle's reading of a cumulative counter to the readings of the window.
+
+    Readings older than ``window`` seconds are dropped. A counter that went down
+    (driver reload, device reset) starts a new baseline.
+
+    Returns:
+        The readings to keep (this one last, at most ``keep``), and the last value
+        before a reset (None when the counter did not go down).
+    """
+    since = now - window
+    kept = [(t, v) for t, v in history if since <= t < now]
+    reset_from = None
+    if kept and value < kept[-1][1]:
+        reset_from, kept = kept[-1][1], []
+    return [*kept, (now, value)][-keep:], reset_from
+
+
+def per_minute(history: list[tuple[float, int]]) -> tuple[float, int, float]:
+    """(rate per minute, rise, span in seconds) from the oldest to the newest reading."""
+    (first_time, first_value), (last_time, last_value) = history[0], history[-1]
+    span = last_time - first_time
+    rise = last_value - first_value
+    return (rise * 60.0 / span if span > 0 else 0.0), rise, span

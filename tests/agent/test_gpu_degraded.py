@@ -24,7 +24,7 @@ from agent.config import (
     ConfigError,
     load_config,
 )
-from agent.findings import EXIT_OK, EXIT_PROBLEM, EXIT_UNKNOWN, Problem, render
+from agent.findings import EXIT_OK, EXIT_PROBLEM, EXIT_UNKNOWN, Problem, degraded_text, render
 from agent.runner import ToolResult
 from tests.agent.test_real_nvidia_smi import in_gpu, real
 from tests.gpu_remediation.hostile_inputs import SIZE, fill, timed
@@ -382,7 +382,7 @@ def test_every_clock_event_reason_but_idle_can_be_checked() -> None:
     reasons = {CLOCK_EVENT_PREFIX + name for name in CLOCK_EVENT_KEYS.values()} - {
         CLOCK_EVENT_PREFIX + "idle"
     }
-    assert set(DEGRADED_SIGNALS) == {"pcie_width", "pcie_gen"} | reasons
+    assert set(DEGRADED_SIGNALS) == {"pcie_width", "pcie_gen", "ecc_correctable"} | reasons
     assert set(DEFAULT_DEGRADED_CHECKS) <= set(DEGRADED_SIGNALS)
 
 
@@ -456,3 +456,109 @@ def test_hostile_nvidia_smi_output_is_read_in_bounded_time(unit: str) -> None:
     text = "GPU 00000000:53:00.0\n" + fill(unit)
     assert len(text) > SIZE
     timed("gpu_degraded.evaluate", evaluate, ran(text.encode()), DEFAULTS, {}, START)
+
+
+# ------------------------------------------------------------------ corrected ECC
+
+A100_ECC = "nvsmi_q_a100sxm4x4_555_dram_corr353_remap_pending_thamada.txt"  # GPU 1 (9E): 353
+A40_AGGREGATE = "nvsmi_q_a40x10_550_dram_corr_aggregate_only_thamada.txt"  # volatile all 0
+V100_OLD_LAYOUT = "nvsmi_q_v100_580_old_ecc_layout_fabric_scuffed_excerpt.txt"  # Single Bit
+
+
+def with_dram_correctable(count: int) -> bytes:
+    # The A100 capture's GPU 1 with its volatile DRAM Correctable (353) set to ``count``:
+    # no public series of captures of one GPU exists, so a test changes the one field.
+    return in_gpu(
+        real(A100_ECC),
+        1,
+        b"DRAM Correctable              : 353",
+        b"DRAM Correctable              : %d" % count,
+    )
+
+
+def test_real_ecc_layouts_are_read_as_the_volatile_corrected_count() -> None:
+    # Turing and later: SRAM plus DRAM Correctable under Volatile; before: Single Bit Total.
+    assert [g.ecc_volatile_correctable for g in parse_query(real(A100_ECC).decode()).gpus] == [
+        0,
+        353,
+        0,
+        0,
+    ]
+    assert [
+        g.ecc_volatile_correctable for g in parse_query(real(V100_OLD_LAYOUT).decode()).gpus
+    ] == [0]
+    # The A40s have thousands of aggregate (lifetime) corrections and none since the
+    # driver loaded: the aggregate is never read.
+    assert {g.ecc_volatile_correctable for g in parse_query(real(A40_AGGREGATE).decode()).gpus} == {
+        0
+    }
+    # ECC off or not reported: N/A is no count.
+    assert {g.ecc_volatile_correctable for g in parse_query(real(RTX4090X8).decode()).gpus} == {
+        None
+    }
+
+
+def test_corrected_errors_rising_over_the_threshold_for_five_minutes_are_a_finding() -> None:
+    # 600 a cycle (1,200 a minute, threshold 1,000): judged once the readings span 300 s.
+    outcomes = cycles(with_dram_correctable(353 + 600 * n) for n in range(12))
+    assert all(o.problems == [] for o in outcomes[:10])
+    assert found(outcomes[10]) == [(1, "ecc_correctable", "1000+/min", "under 1000/min")]
+    assert degraded_text(outcomes[10].problems[0]) == (
+        "Degraded on GPU 1 (0000:9e:00) [ecc_correctable]: 1000+/min, expected under 1000/min"
+        " (over 300+ s)"
+    )
+    assert any("+6000 in 300 s (1200.0/min)" in line for line in outcomes[10].log)
+
+
+def test_a_steady_or_slowly_rising_count_is_no_finding() -> None:
+    # 353 corrections since the driver loaded, then 400 a cycle (800 a minute).
+    steady = cycles([real(A100_ECC)] * 20)
+    slow = cycles(with_dram_correctable(353 + 400 * n) for n in range(20))
+    assert all(o.problems == [] for o in steady + slow)
+
+
+def test_a_count_that_went_down_is_a_new_baseline_not_a_spike() -> None:
+    # Without persistence mode the volatile count restarts with every application.
+    rising = [with_dram_correctable(100_000 + 10 * n) for n in range(11)]
+    outcomes = cycles([*rising, with_dram_correctable(5), with_dram_correctable(900)])
+    assert all(o.problems == [] for o in outcomes)
+    assert "GPU 0000:9e:00 volatile corrected ECC went down: new baseline" in outcomes[11].log
+
+
+def test_a_rise_clears_once_it_slides_out_of_the_window() -> None:
+    burst = [with_dram_correctable(353 + 600 * n) for n in range(11)]
+    quiet = [with_dram_correctable(353 + 600 * 10)] * 25
+    outcomes = cycles([*burst, *quiet])
+    assert found(outcomes[10])
+    assert outcomes[-1].problems == []
+
+
+def test_ecc_can_be_turned_off_and_its_threshold_set() -> None:
+    rising = [with_dram_correctable(353 + 600 * n) for n in range(12)]
+    off = configured(degraded_checks="pcie_width,pcie_gen")
+    assert all(o.problems == [] for o in cycles(rising, off))
+    stricter = configured(degraded_ecc_correctable_per_minute=100)
+    assert found(cycles(rising, stricter)[10])[0][1:] == (
+        "ecc_correctable",
+        "100+/min",
+        "under 100/min",
+    )
+    with pytest.raises(ConfigError, match="degraded_ecc_correctable_per_minute"):
+        configured(degraded_ecc_correctable_per_minute=0)
+    with pytest.raises(ConfigError, match="degraded_counter_min_span"):
+        configured(degraded_counter_min_span=600)
+
+
+def test_hostile_ecc_counts_and_saved_readings_are_bounded() -> None:
+    huge = in_gpu(real(A100_ECC), 1, b": 353", b": " + b"9" * SIZE)
+    timed("ECC count", parse_query, huge.decode())
+    assert parse_query(huge.decode()).gpus[1].ecc_volatile_correctable is None
+    saved = {
+        "ecc": {
+            "0000:9e:00": [[START, 1], "x", [START, -1], [True, 2], [START, 2**70]] * 1000,
+            "x" * 1000: [[START, 1]],
+        }
+    }
+    [outcome] = cycles([real(A100_ECC)], state=saved)
+    assert len(outcome.state()["ecc"]["0000:9e:00"]) <= gpu_degraded.MAX_SAMPLES
+    assert "x" * 1000 not in outcome.state()["ecc"]
