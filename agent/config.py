@@ -118,15 +118,26 @@ DEFAULT_EFA_DEGRADED_COUNTER_THRESHOLDS: dict[str, int] = {
     "rx_drops": 60,
 }
 
+# nvlink_errors:<kind> -> rate per minute from which it is a degradation (see
+# AgentConfig.degraded_nvlink_error_thresholds).
+DEFAULT_NVLINK_ERROR_THRESHOLDS: dict[str, int] = {"replay": 1, "recovery": 1, "crc": 6000}
+
 # gpu-degraded: what it can report (the ``what`` of a finding). The clock-event
 # reasons are NVML's (nvml.h nvmlClocksEventReason*), as nvidia-smi names them
 # (agent/checks/nvidia_smi.py CLOCK_EVENT_KEYS); Idle is no slowdown and is not one.
 CLOCK_EVENT_PREFIX = "clock_event:"
 ECC_CORRECTABLE = "ecc_correctable"
+NVLINK_DOWN = "nvlink_down"
+NVLINK_ERRORS_PREFIX = "nvlink_errors:"
+NVLINK_ERROR_SIGNALS: tuple[str, ...] = tuple(
+    NVLINK_ERRORS_PREFIX + kind for kind in ("replay", "recovery", "crc")
+)
 DEGRADED_SIGNALS: tuple[str, ...] = (
     "pcie_width",
     "pcie_gen",
     ECC_CORRECTABLE,
+    NVLINK_DOWN,
+    *NVLINK_ERROR_SIGNALS,
     *(
         CLOCK_EVENT_PREFIX + reason
         for reason in (
@@ -151,6 +162,8 @@ DEFAULT_DEGRADED_CHECKS: tuple[str, ...] = (
     "pcie_width",
     "pcie_gen",
     ECC_CORRECTABLE,
+    NVLINK_DOWN,
+    *NVLINK_ERROR_SIGNALS,
     "clock_event:hw_slowdown",
     "clock_event:hw_thermal_slowdown",
     "clock_event:hw_power_brake_slowdown",
@@ -245,6 +258,20 @@ class AgentConfig:
     # 5,000 corrections: memory correcting that often is worth a diagnostic once idle.
     degraded_ecc_correctable_per_minute: int = 1000
     degraded_counter_min_span: float = 300.0
+    # nvlink_down: a link `nvidia-smi nvlink -s` showed active earlier this boot now
+    # <inactive>, or fewer active links than this (None: no count is expected; a GPU
+    # whose links never came up, as a PCIe A100 without a bridge, is then no finding).
+    degraded_nvlink_expected_links: int | None = None
+    # nvlink_errors:<kind>: a GPU's NVLink error counters (`nvidia-smi nvlink -e`,
+    # summed over its links) rising at this many a minute or more, over readings that
+    # span degraded_counter_min_span. DCGM's health watch fails a GPU on any replay or
+    # recovery error within its minute and on CRC errors at 100 a second
+    # (DCGM_LIMIT_MAX_NVLINK_CRC_ERROR, "RM has informed us that CRC errors only
+    # matter at rates of 100+ per second": common/DcgmGPUHardwareLimits.h,
+    # modules/health/DcgmHealthWatch.cpp, NVIDIA/DCGM 4.6.0); with DCGM running the
+    # gpu check reports those as faults. Here, without DCGM too: replay and recovery
+    # at 1 a minute held five minutes, CRC at DCGM's 6,000 a minute.
+    degraded_nvlink_error_thresholds: dict[str, int] = DEFAULT_NVLINK_ERROR_THRESHOLDS
 
     # efa-degraded (condition EfaDegraded): EFA ports that work, slowly.
     # The port rate (Gb/sec) each EFA port should report, over the instance type's
@@ -466,6 +493,7 @@ _MERGED = frozenset(
         "efa_rate_by_instance_type",
         "efa_counter_thresholds",
         "efa_degraded_counter_thresholds",
+        "degraded_nvlink_error_thresholds",
     }
 )
 
@@ -549,6 +577,16 @@ def _check_degraded(config: AgentConfig) -> None:
         )
     if not config.degraded_ecc_correctable_per_minute >= 1:
         raise ConfigError("degraded_ecc_correctable_per_minute: must be at least 1")
+    kinds = {name.removeprefix(NVLINK_ERRORS_PREFIX) for name in NVLINK_ERROR_SIGNALS}
+    unknown = sorted(set(config.degraded_nvlink_error_thresholds) - kinds)
+    if unknown:
+        raise ConfigError(
+            f"degraded_nvlink_error_thresholds: unknown {', '.join(unknown)}"
+            f" (known: {', '.join(sorted(kinds))})"
+        )
+    links = config.degraded_nvlink_expected_links
+    if links is not None and not 1 <= links <= 64:
+        raise ConfigError("degraded_nvlink_expected_links: must be between 1 and 64")
     if not 0 <= config.degraded_pcie_gen_min_utilization <= 100:
         raise ConfigError("degraded_pcie_gen_min_utilization: must be between 0 and 100")
     width, gen = config.degraded_pcie_expected_width, config.degraded_pcie_expected_gen

@@ -355,7 +355,17 @@ def gpu_degraded_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str
         )
         result = run([config.nvidia_smi, "-q"], _remaining(deadline, config.nvidia_smi_timeout))
         stats.tools[result.name] = result.status
-        outcome = gpu_degraded.evaluate(result, config, usable, time.time())
+        status = errors = None
+        if any(name.startswith("nvlink") for name in config.degraded_checks):
+            # -q prints no NVLink link or counter (agent/checks/nvlink.py).
+            status, errors = (
+                run(
+                    [config.nvidia_smi, "nvlink", flag],
+                    _remaining(deadline, config.nvidia_smi_timeout),
+                )
+                for flag in ("-s", "-e")
+            )
+        outcome = gpu_degraded.evaluate(result, config, usable, time.time(), status, errors)
         store.save({"boot_id": boot_id, **outcome.state()})
     _log(log + outcome.log)
     return render(

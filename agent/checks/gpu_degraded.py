@@ -64,6 +64,7 @@ import time
 from typing import Any, NamedTuple
 
 from agent.checks.nvidia_smi import GpuRecord, SmiReport, parse_query
+from agent.checks.nvlink import LinkStatus, parse_errors, parse_status
 from agent.checks.streaks import (
     Streak,
     counter_samples,
@@ -71,7 +72,13 @@ from agent.checks.streaks import (
     per_minute,
     streak_from,
 )
-from agent.config import CLOCK_EVENT_PREFIX, ECC_CORRECTABLE, AgentConfig
+from agent.config import (
+    CLOCK_EVENT_PREFIX,
+    ECC_CORRECTABLE,
+    NVLINK_DOWN,
+    NVLINK_ERRORS_PREFIX,
+    AgentConfig,
+)
 from agent.findings import Problem
 from agent.runner import ToolResult, head
 
@@ -173,9 +180,82 @@ def load_ecc(saved: Any) -> dict[str, list[tuple[float, int]]]:
     return {bus: kept for bus, kept in readings.items() if kept}
 
 
+def load_nvlink_up(saved: Any) -> dict[str, list[int]]:
+    """Links seen active this boot (bus -> link numbers); damaged entries dropped."""
+    if not isinstance(saved, dict):
+        return {}
+    return {
+        bus: sorted({n for n in links[:64] if isinstance(n, int) and 0 <= n < 64})
+        for bus, links in list(saved.items())[:MAX_GPUS]
+        if isinstance(bus, str) and len(bus) <= 16 and isinstance(links, list)
+    }
+
+
+def nvlink_down_reading(
+    bus: str, status: LinkStatus, config: AgentConfig, out: DegradedOutcome
+) -> Reading:
+    """Links down that were up this boot, or fewer up than expected."""
+    seen = set(out.nvlink_up.get(bus, [])) | set(status.up)
+    out.nvlink_up[bus] = sorted(seen)
+    up = set() if status.all_down else set(status.up)
+    lost = seen - up
+    expected = config.degraded_nvlink_expected_links
+    if expected is not None:
+        total = max(expected, len(seen))
+        return Reading(NVLINK_DOWN, len(up) < expected, f"{len(up)} of {total} up", "all up")
+    if not seen:
+        return Reading(NVLINK_DOWN, None)  # never up this boot: nothing to compare with
+    return Reading(NVLINK_DOWN, bool(lost), f"{len(seen) - len(lost)} of {len(seen)} up", "all up")
+
+
+def nvlink_error_readings(
+    bus: str,
+    totals: dict[str, int],
+    config: AgentConfig,
+    saved: dict[str, list[tuple[float, int]]],
+    now: float,
+    out: DegradedOutcome,
+) -> list[Reading]:
+    """Each enabled NVLink error counter of one GPU, its rate over the window judged."""
+    found = []
+    for kind, threshold in sorted(config.degraded_nvlink_error_thresholds.items()):
+        what = NVLINK_ERRORS_PREFIX + kind
+        if what not in config.degraded_checks or threshold <= 0 or kind not in totals:
+            continue
+        key = f"{bus} {kind}"
+        history, reset_from = extend_counter(
+            saved.get(key, []), totals[kind], now, config.degraded_window, MAX_SAMPLES
+        )
+        if reset_from is not None:
+            out.log.append(f"GPU {bus} NVLink {kind} errors went down: new baseline")
+        out.nvlink_errors[key] = history
+        rate, rise, span = per_minute(history)
+        if span < config.degraded_counter_min_span:
+            found.append(Reading(what, None))
+            continue
+        if rate >= threshold:
+            out.log.append(f"GPU {bus} {what}: +{rise} in {span:.0f} s ({rate:.1f}/min)")
+        found.append(
+            Reading(what, rate >= threshold, f"{threshold}+/min", f"under {threshold}/min")
+        )
+    return found
+
+
+def load_nvlink_errors(saved: Any) -> dict[str, list[tuple[float, int]]]:
+    """NVLink counter readings of the state file ("<bus> <kind>" -> [(time, total)])."""
+    if not isinstance(saved, dict):
+        return {}
+    readings = {
+        key: counter_samples(entry, MAX_SAMPLES)
+        for key, entry in list(saved.items())[: MAX_GPUS * 3]
+        if isinstance(key, str) and len(key) <= 32
+    }
+    return {key: kept for key, kept in readings.items() if kept}
+
+
 def cycles_needed(what: str, config: AgentConfig) -> int:
     """How many consecutive degraded readings make ``what`` a finding."""
-    if what == ECC_CORRECTABLE:
+    if what == ECC_CORRECTABLE or what.startswith(NVLINK_ERRORS_PREFIX):
         return 1  # a rate over the window already
     if what.startswith(CLOCK_EVENT_PREFIX):
         return config.degraded_clock_event_cycles
@@ -212,13 +292,19 @@ class DegradedOutcome:
         self.streaks: dict[str, Streak] = {}
         self.buses: dict[str, int] = {}
         self.ecc: dict[str, list[tuple[float, int]]] = {}
+        self.nvlink_errors: dict[str, list[tuple[float, int]]] = {}  # "<bus> <kind>"
+        self.nvlink_up: dict[str, list[int]] = {}  # bus -> links seen active this boot
 
     def state(self) -> dict[str, Any]:
-        """What the state file keeps: the streaks, the bus -> index map, ECC readings."""
+        """What the state file keeps: streaks, the bus -> index map, counter readings."""
         return {
             "streaks": {key: streak.to_json() for key, streak in self.streaks.items()},
             "gpu_buses": self.buses,
             "ecc": {bus: [[t, v] for t, v in pairs] for bus, pairs in self.ecc.items()},
+            "nvlink_errors": {
+                key: [[t, v] for t, v in pairs] for key, pairs in self.nvlink_errors.items()
+            },
+            "nvlink_up": self.nvlink_up,
         }
 
 
@@ -243,21 +329,33 @@ def _indices(
 
 
 def evaluate(
-    result: ToolResult, config: AgentConfig, saved: dict[str, Any], now: float | None = None
+    result: ToolResult,
+    config: AgentConfig,
+    saved: dict[str, Any],
+    now: float | None = None,
+    nvlink_status: ToolResult | None = None,
+    nvlink_errors: ToolResult | None = None,
 ) -> DegradedOutcome:
     """Read one ``nvidia-smi -q`` run into findings, carrying the streaks of earlier cycles.
 
     Args:
-        result: The run.
+        result: The ``-q`` run.
         config: Which signals, how many cycles, the window, the expected link.
         saved: The state of the last cycle of this boot (``{}`` for none).
         now: Wall-clock time of the reading (state survives the process).
+        nvlink_status: The ``nvlink -s`` run, if the NVLink signals are on.
+        nvlink_errors: The ``nvlink -e`` run, if the NVLink signals are on.
     """
     now = time.time() if now is None else now
     outcome = DegradedOutcome()
     streaks = load_streaks(saved.get("streaks"), config)
     ecc = load_ecc(saved.get("ecc")) if ECC_CORRECTABLE in config.degraded_checks else {}
     outcome.ecc = dict(ecc)  # a GPU not read this cycle keeps its readings
+    link_counters = load_nvlink_errors(saved.get("nvlink_errors"))
+    outcome.nvlink_errors = dict(link_counters)
+    outcome.nvlink_up = load_nvlink_up(saved.get("nvlink_up"))
+    statuses = _nvlink_output(nvlink_status, parse_status, "nvlink -s", outcome)
+    errors = _nvlink_output(nvlink_errors, parse_errors, "nvlink -e", outcome)
     saved_buses = saved.get("gpu_buses")
     buses: dict[str, int] = (
         {
@@ -298,6 +396,15 @@ def evaluate(
             found = readings(gpu, config)
             if ECC_CORRECTABLE in config.degraded_checks:
                 found.append(ecc_reading(gpu, config, ecc, now, outcome))
+            index = buses.get(gpu.bus)
+            if NVLINK_DOWN in config.degraded_checks and index in statuses:
+                found.append(nvlink_down_reading(gpu.bus, statuses[index], config, outcome))
+            if index in errors:
+                found.extend(
+                    nvlink_error_readings(
+                        gpu.bus, errors[index], config, link_counters, now, outcome
+                    )
+                )
             for reading in found:
                 key = f"{gpu.bus} {reading.what}"
                 if reading.what in judged and reading.degraded is not None:
@@ -354,6 +461,19 @@ def evaluate(
     if not outcome.detail:
         outcome.detail = "nvidia-smi not read"
     return outcome
+
+
+def _nvlink_output(
+    result: ToolResult | None, parse: Any, what: str, out: DegradedOutcome
+) -> dict[int, Any]:
+    """One ``nvidia-smi nvlink`` run parsed per GPU index; {} (and a log line) if unread."""
+    if result is None:
+        return {}
+    if result.status != "ok":
+        out.log.append(f"nvidia-smi {what} not read: {result.describe()}; NVLink not judged")
+        return {}
+    parsed: dict[int, Any] = parse(head(result.stdout).decode("utf-8", "replace"))
+    return parsed
 
 
 def _where(bus: str, buses: dict[str, int]) -> str:

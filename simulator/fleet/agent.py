@@ -4,10 +4,11 @@ Each node's agent turns its true hardware state into the conditions the
 node-condition watcher watches, as the project's NPD health plugin does:
 
 - ``GpuHealthProblem`` True (reason ``GpuHealthCheckFailed``) while a GPU shows
-  an Xid, ``EfaHealthProblem`` True (``EfaHealthCheckFailed``) while an EFA check
-  fails, each with the message the real agent writes
-  (``gpu_remediation.npd_message.format_message``: ``Xid 79 on GPU 3 (0000:86:00):
-  ...``, ``EFA link (rdmap113s0): ...``, most severe first, within NPD's 1024 bytes);
+  an Xid, or a DCGM health failure with no Xid (a slow NVLink), ``EfaHealthProblem``
+  True (``EfaHealthCheckFailed``) while an EFA check fails, each with the message
+  the real agent writes (``gpu_remediation.npd_message.format_message``:
+  ``Xid 79 on GPU 3 (0000:86:00): ...``, ``EFA link (rdmap113s0): ...``, most
+  severe first, within NPD's 1024 bytes);
 - ``GpuDegraded`` True (``GpuDegradationDetected``) while a GPU works but slows
   its job (issue 37), with the message the agent's ``gpu-degraded`` check writes
   (``agent.findings.degraded_text``: ``Degraded on GPU 2 (0000:53:00.0)
@@ -40,7 +41,7 @@ from typing import Any
 
 from agent.findings import Problem, degraded_text
 from gpu_remediation import catalog
-from gpu_remediation.models import EfaEvidence, Evidence, XidEvidence
+from gpu_remediation.models import DcgmEvidence, EfaEvidence, Evidence, XidEvidence
 from gpu_remediation.npd_message import NPD_EFA_REASON, NPD_GPU_REASON, format_message
 from simulator.fleet.model import NodeState, Phase, pci_bus
 from simulator.fleet.ports import AgentFleet
@@ -99,6 +100,20 @@ def _findings(node: NodeState, kind: str) -> list[Evidence]:
                     xid=fault.xid,
                     gpu_index=fault.gpu,
                     pci_bus=kernel_bus(fault.gpu) if fault.gpu is not None else None,
+                )
+            )
+        elif kind == "gpu" and fault.info.dcgm_error is not None and fault.info.health_system:
+            # No Xid in the kernel log: the agent's DCGM health read shows it (the
+            # `gpu` check runs `dcgmi health -c`), as a slow NVLink's replays do.
+            found.append(
+                DcgmEvidence(
+                    observed_at=now,
+                    source="dcgm-health",
+                    check="health",
+                    error_id=fault.info.dcgm_error,
+                    severity=fault.info.dcgm_severity,
+                    gpu_index=fault.gpu,
+                    test=fault.info.health_system,
                 )
             )
         elif kind == "efa" and fault.info.efa_check is not None:

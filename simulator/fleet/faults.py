@@ -78,6 +78,7 @@ class FaultKind(StrEnum):
     GPU_SLOW = "gpu_slow"
     GPU_THROTTLED = "gpu_throttled"
     EFA_DEGRADED = "efa_degraded"
+    NVLINK_DEGRADED = "nvlink_degraded"
 
 
 Scope = Literal["gpu", "node"]
@@ -290,6 +291,29 @@ FAULTS: dict[FaultKind, FaultInfo] = {
             "gpu",
             Fix.RESET,
             action="slower than its peers, no signal of the agent's shows it",
+            interrupts_jobs=False,
+            slowdown=SLOW_GANG,
+        ),
+        # Slow, on NVLink (issue 37): a link that keeps replaying (a marginal link or
+        # connector: ScuffedSquared's V100 notes show replay and CRC counts rising under
+        # NCCL load) while collectives still run over it, slower: SLOW_GANG, an
+        # assumption again. Unlike the other slow kinds every detector sees this one:
+        # DCGM's health watch fails a GPU on any new replay error (NVLINK_ERROR_CRITICAL,
+        # DCGM 71; DcgmHealthWatch.cpp), which this project's gpu check reports as an
+        # nvlink_error fault (GpuHealthProblem), and its NVLink policy fires on any new
+        # NVLink error ("This may be causing throughput issues", DcgmPolicyManager.cpp),
+        # which the EKS node monitoring agent turns into NvidiaNVLinkError, Fatal
+        # (AcceleratedHardwareReady False: node auto repair acts). The job keeps running.
+        # That a GPU reset retrains the link, as for a link down, is an assumption.
+        FaultInfo(
+            K.NVLINK_DEGRADED,
+            "gpu",
+            Fix.RESET,
+            action="NVLink replay errors rising",
+            dcgm_error=71,
+            diag_test="pcie",
+            health_system="NVLink",
+            health_message="Detected 12 Replay NvLink errors on GPU {gpu}'s NVLink (should be 0)",
             interrupts_jobs=False,
             slowdown=SLOW_GANG,
         ),

@@ -382,7 +382,8 @@ def test_every_clock_event_reason_but_idle_can_be_checked() -> None:
     reasons = {CLOCK_EVENT_PREFIX + name for name in CLOCK_EVENT_KEYS.values()} - {
         CLOCK_EVENT_PREFIX + "idle"
     }
-    assert set(DEGRADED_SIGNALS) == {"pcie_width", "pcie_gen", "ecc_correctable"} | reasons
+    nvlink = {"nvlink_down", "nvlink_errors:replay", "nvlink_errors:recovery", "nvlink_errors:crc"}
+    assert set(DEGRADED_SIGNALS) == {"pcie_width", "pcie_gen", "ecc_correctable"} | nvlink | reasons
     assert set(DEFAULT_DEGRADED_CHECKS) <= set(DEGRADED_SIGNALS)
 
 

@@ -166,3 +166,26 @@ async def test_slow_faults_show_as_the_agent_s_degradation_findings_or_not_at_al
     verdict = await real.run("check_efa", both)
     assert (verdict.passed, verdict.reported) == (False, True)
     assert classify(verdict.evidence, policy).fault_class == FaultClass.EFA_DEGRADED
+
+
+async def test_a_slow_nvlink_is_a_fault_every_detector_sees_and_the_gpu_stays_offered(
+    fleet: Fleet,
+) -> None:
+    # Issue 37: replay errors rising make DCGM fail the GPU (71), so GpuHealthProblem
+    # carries it and it is classed nvlink_error, while the job runs on, slower.
+    fleet.inject("nvlink_degraded", "h100-0001", gpu=3)
+    health = await eventually_condition(fleet, "h100-0001", "GpuHealthProblem", "True")
+    assert health["message"] == "DCGM error 71 on GPU 3 [NVLink]: critical NVLink error"
+    evidence = ConditionEvidence(
+        observed_at=datetime.now(UTC),
+        source="t",
+        type="GpuHealthProblem",
+        status="True",
+        reason=health["reason"],
+        message=health["message"],
+    )
+    assert classify([evidence], load_policy()).fault_class == FaultClass.NVLINK_ERROR
+    assert allocatable_gpus(fleet, "h100-0001") == "8"  # it works on: still offered
+    [fault] = fleet.nodes["h100-0001"].faults
+    assert fault.info.slowdown > 1.0
+    assert not fault.info.interrupts_jobs
