@@ -25,7 +25,7 @@ NPD_INTERVAL = 30.0
 A100_Q = real("nvsmi_q_a100sxm4x4_555_dram_corr353_remap_pending_thamada.txt")  # GPU 0: 68:00
 A100_UP = real("nvsmi_nvlink_s_a100_tab_azurehpc_good.txt").decode()  # GPU 7, 12 links up
 A100_ALL_DOWN = real("nvsmi_nvlink_s_a100_all_inactive_azurehpc.txt").decode()  # GPU 6
-A100_ERRORS = real("nvsmi_nvlink_e_a100_40gb_535_tab_brev.txt").decode()  # GPU 0, all 0
+H100_ERRORS = real("nvsmi_nvlink_e_h100_mlengineering.txt").decode()  # GPU 0, all 0
 V100_TWO_DOWN = real("nvsmi_nvlink_s_v100_inactive_links_azhpcdiag73.txt").decode()  # GPU 3
 V100_ERRORS = real("nvsmi_nvlink_e_v100_580_nonzero_replay_crc65535_scuffed.txt").decode()
 
@@ -105,9 +105,8 @@ def test_error_counters_are_summed_per_gpu_from_real_outputs() -> None:
         0: {"replay": 211, "recovery": 0, "crc": 0},
         2: {"replay": 2, "recovery": 0, "crc": 65535},
     }
-    assert parse_errors(A100_ERRORS) == {0: {"replay": 0, "recovery": 0, "crc": 0}}
-    h100 = parse_errors(real("nvsmi_nvlink_e_h100_mlengineering.txt").decode())
-    assert h100 == {0: {"replay": 0, "recovery": 0, "crc": 0}}  # the author's "[...]" skipped
+    # The H100's 18 links, the author's "[...]" skipped.
+    assert parse_errors(H100_ERRORS) == {0: {"replay": 0, "recovery": 0, "crc": 0}}
 
 
 @pytest.mark.parametrize("parse", [parse_status, parse_errors])
@@ -170,10 +169,10 @@ def test_a_gpu_without_nvlink_or_an_unread_tool_is_not_judged() -> None:
 
 
 def replays(count: int) -> str:
-    """The A100's `nvlink -e` with link 3's replay count set to ``count`` (derived)."""
-    old = "Link 3: Replay Errors: 0"
-    assert old in A100_ERRORS
-    return A100_ERRORS.replace(old, f"Link 3: Replay Errors: {count}")
+    """The H100's `nvlink -e` with link 1's replay count set to ``count`` (derived)."""
+    old = "Link 1: Replay Errors: 0"
+    assert old in H100_ERRORS
+    return H100_ERRORS.replace(old, f"Link 1: Replay Errors: {count}")
 
 
 def test_replay_errors_rising_over_five_minutes_are_a_finding() -> None:
