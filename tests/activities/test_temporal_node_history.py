@@ -85,3 +85,9 @@ async def test_a_straggler_the_diagnostic_confirmed_is_one() -> None:
     # The diagnostic's findings re-classified the run: its class is the fault's.
     assert await incidents(closed_run("1", "gpu_reset_required", "repaired")) == 1
     assert await incidents(closed_run("1", "hardware_failure", "replaced")) == 1
+
+
+async def test_degradation_incidents_count_towards_the_repeat_offender_rule() -> None:
+    # Issue 37: a node slow again and again is a repeat offender like a faulty one.
+    assert await incidents(closed_run("1", "gpu_degraded", "repaired")) == 1
+    assert await incidents(closed_run("1", "efa_degraded", "repaired")) == 1

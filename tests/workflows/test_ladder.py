@@ -67,3 +67,13 @@ def test_disabled_and_above_ceiling_rungs_are_blocked_but_escalation_never_is() 
     )
     assert "ceiling" in (ladder.blocked_by_policy(Rung.REPLACE, Rung.REBOOT, [], NOW, pol) or "")
     assert ladder.blocked_by_policy(Rung.ESCALATE, Rung.REBOOT, [], NOW, pol) is None
+
+
+def test_a_node_slow_for_the_third_time_in_the_window_starts_at_replacement() -> None:
+    # Repeat offenders by degradation count too (issue 37): the class starts at a reset.
+    slow = Classification(
+        fault_class=FaultClass.GPU_DEGRADED, start_rung=Rung.GPU_RESET, max_rung=Rung.ESCALATE
+    )
+    start, _, reason = ladder.starting_point(slow, policy(), 2)
+    assert start == Rung.REPLACE
+    assert "repeat offender" in reason
