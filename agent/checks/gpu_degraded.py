@@ -136,6 +136,38 @@ def readings(gpu: GpuRecord, config: AgentConfig) -> list[Reading]:
     return found
 
 
+def counter_reading(
+    what: str,
+    bus: str,
+    key: str,
+    value: int,
+    threshold: int,
+    readings: tuple[dict[str, list[tuple[float, int]]], dict[str, list[tuple[float, int]]]],
+    now: float,
+    config: AgentConfig,
+    out: DegradedOutcome,
+) -> Reading:
+    """A cumulative counter's reading: its rate over the window against ``threshold`` a minute.
+
+    ``readings`` is (what the state file held, what it will hold); ``key`` names the
+    counter in both, ``bus`` its GPU in the log. A count that went down starts a new
+    baseline; a rate is judged once the readings span ``degraded_counter_min_span``.
+    """
+    saved, kept = readings
+    history, reset_from = extend_counter(
+        saved.get(key, []), value, now, config.degraded_window, MAX_SAMPLES
+    )
+    if reset_from is not None:
+        out.log.append(f"GPU {bus} {what} went down ({reset_from} -> {value}): new baseline")
+    kept[key] = history
+    rate, rise, span = per_minute(history)
+    if span < config.degraded_counter_min_span:
+        return Reading(what, None)
+    if rate >= threshold:
+        out.log.append(f"GPU {bus} {what}: +{rise} in {span:.0f} s ({rate:.1f}/min)")
+    return Reading(what, rate >= threshold, f"{threshold}+/min", f"under {threshold}/min")
+
+
 def ecc_reading(
     gpu: GpuRecord,
     config: AgentConfig,
@@ -151,20 +183,9 @@ def ecc_reading(
     value = gpu.ecc_volatile_correctable
     if value is None:  # ECC off, or this driver prints N/A
         return Reading(ECC_CORRECTABLE, None)
-    history, reset_from = extend_counter(
-        saved.get(gpu.bus, []), value, now, config.degraded_window, MAX_SAMPLES
-    )
-    if reset_from is not None:
-        out.log.append(f"GPU {gpu.bus} volatile corrected ECC went down: new baseline")
-    out.ecc[gpu.bus] = history
-    rate, rise, span = per_minute(history)
-    if span < config.degraded_counter_min_span:
-        return Reading(ECC_CORRECTABLE, None)
     threshold = config.degraded_ecc_correctable_per_minute
-    if rate >= threshold:
-        out.log.append(f"GPU {gpu.bus} {ECC_CORRECTABLE}: +{rise} in {span:.0f} s ({rate:.1f}/min)")
-    return Reading(
-        ECC_CORRECTABLE, rate >= threshold, f"{threshold}+/min", f"under {threshold}/min"
+    return counter_reading(
+        ECC_CORRECTABLE, gpu.bus, gpu.bus, value, threshold, (saved, out.ecc), now, config, out
     )
 
 
@@ -223,20 +244,9 @@ def nvlink_error_readings(
         if what not in config.degraded_checks or threshold <= 0 or kind not in totals:
             continue
         key = f"{bus} {kind}"
-        history, reset_from = extend_counter(
-            saved.get(key, []), totals[kind], now, config.degraded_window, MAX_SAMPLES
-        )
-        if reset_from is not None:
-            out.log.append(f"GPU {bus} NVLink {kind} errors went down: new baseline")
-        out.nvlink_errors[key] = history
-        rate, rise, span = per_minute(history)
-        if span < config.degraded_counter_min_span:
-            found.append(Reading(what, None))
-            continue
-        if rate >= threshold:
-            out.log.append(f"GPU {bus} {what}: +{rise} in {span:.0f} s ({rate:.1f}/min)")
+        readings = (saved, out.nvlink_errors)
         found.append(
-            Reading(what, rate >= threshold, f"{threshold}+/min", f"under {threshold}/min")
+            counter_reading(what, bus, key, totals[kind], threshold, readings, now, config, out)
         )
     return found
 

@@ -523,7 +523,9 @@ def test_a_count_that_went_down_is_a_new_baseline_not_a_spike() -> None:
     rising = [with_dram_correctable(100_000 + 10 * n) for n in range(11)]
     outcomes = cycles([*rising, with_dram_correctable(5), with_dram_correctable(900)])
     assert all(o.problems == [] for o in outcomes)
-    assert "GPU 0000:9e:00 volatile corrected ECC went down: new baseline" in outcomes[11].log
+    assert (
+        "GPU 0000:9e:00 ecc_correctable went down (100100 -> 5): new baseline" in outcomes[11].log
+    )
 
 
 def test_a_rise_clears_once_it_slides_out_of_the_window() -> None:
