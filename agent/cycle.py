@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from agent.checks import dcgm, nvidia_smi
-from agent.config import AgentConfig
+from agent.config import NVLINK_DOWN, NVLINK_ERRORS_PREFIX, AgentConfig
 from agent.findings import Problem, render
 from agent.kernel_log import (
     KernelLogError,
@@ -356,7 +356,10 @@ def gpu_degraded_cycle(config: AgentConfig, stats: CycleStats) -> tuple[int, str
         result = run([config.nvidia_smi, "-q"], _remaining(deadline, config.nvidia_smi_timeout))
         stats.tools[result.name] = result.status
         status = errors = None
-        if any(name.startswith("nvlink") for name in config.degraded_checks):
+        if any(
+            name == NVLINK_DOWN or name.startswith(NVLINK_ERRORS_PREFIX)
+            for name in config.degraded_checks
+        ):
             # -q prints no NVLink link or counter (agent/checks/nvlink.py).
             status, errors = (
                 run(

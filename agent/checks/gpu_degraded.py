@@ -189,16 +189,20 @@ def ecc_reading(
     )
 
 
-def load_ecc(saved: Any) -> dict[str, list[tuple[float, int]]]:
-    """Corrected-ECC readings of the state file (bus -> [(time, count)]); damage dropped."""
+def load_counters(saved: Any, limit: int, max_key: int) -> dict[str, list[tuple[float, int]]]:
+    """Counter readings of the state file (key -> [(time, count)]), at most ``limit`` keys.
+
+    Damaged entries are dropped: a key longer than ``max_key``, a reading that is
+    not a time and a u64 count.
+    """
     if not isinstance(saved, dict):
         return {}
     readings = {
-        bus: counter_samples(entry, MAX_SAMPLES)
-        for bus, entry in list(saved.items())[:MAX_GPUS]
-        if isinstance(bus, str) and len(bus) <= 16
+        key: counter_samples(entry, MAX_SAMPLES)
+        for key, entry in list(saved.items())[:limit]
+        if isinstance(key, str) and len(key) <= max_key
     }
-    return {bus: kept for bus, kept in readings.items() if kept}
+    return {key: kept for key, kept in readings.items() if kept}
 
 
 def load_nvlink_up(saved: Any) -> dict[str, list[int]]:
@@ -249,18 +253,6 @@ def nvlink_error_readings(
             counter_reading(what, bus, key, totals[kind], threshold, readings, now, config, out)
         )
     return found
-
-
-def load_nvlink_errors(saved: Any) -> dict[str, list[tuple[float, int]]]:
-    """NVLink counter readings of the state file ("<bus> <kind>" -> [(time, total)])."""
-    if not isinstance(saved, dict):
-        return {}
-    readings = {
-        key: counter_samples(entry, MAX_SAMPLES)
-        for key, entry in list(saved.items())[: MAX_GPUS * 3]
-        if isinstance(key, str) and len(key) <= 32
-    }
-    return {key: kept for key, kept in readings.items() if kept}
 
 
 def cycles_needed(what: str, config: AgentConfig) -> int:
@@ -359,9 +351,13 @@ def evaluate(
     now = time.time() if now is None else now
     outcome = DegradedOutcome()
     streaks = load_streaks(saved.get("streaks"), config)
-    ecc = load_ecc(saved.get("ecc")) if ECC_CORRECTABLE in config.degraded_checks else {}
+    ecc = (
+        load_counters(saved.get("ecc"), MAX_GPUS, 16)  # bus
+        if ECC_CORRECTABLE in config.degraded_checks
+        else {}
+    )
     outcome.ecc = dict(ecc)  # a GPU not read this cycle keeps its readings
-    link_counters = load_nvlink_errors(saved.get("nvlink_errors"))
+    link_counters = load_counters(saved.get("nvlink_errors"), MAX_GPUS * 3, 32)  # "<bus> <kind>"
     outcome.nvlink_errors = dict(link_counters)
     outcome.nvlink_up = load_nvlink_up(saved.get("nvlink_up"))
     statuses = _nvlink_output(nvlink_status, parse_status, "nvlink -s", outcome)

@@ -123,8 +123,6 @@ class GpuRecord:
         # loaded (SRAM and DRAM Correctable on Turing and later; Single Bit / Total
         # before); None for one that is not a number.
         self.ecc_correctable_parts: list[int | None] = []
-        # ECC Errors / Aggregate / SRAM Threshold Exceeded (Hopper drivers): "Yes"/"No".
-        self.ecc_sram_threshold_exceeded: str | None = None
 
     @property
     def ecc_volatile_correctable(self) -> int | None:
@@ -263,11 +261,11 @@ _CORRECTABLE_KEYS = frozenset({"SRAM Correctable", "DRAM Correctable"})
 
 
 def _ecc_value(gpu: GpuRecord, scope: str, subsection: str, key: str, value: str) -> None:
-    if scope == "Volatile":
-        if key in _CORRECTABLE_KEYS or (subsection == "Single Bit" and key == "Total"):
-            gpu.ecc_correctable_parts.append(counter_number(value))
-    elif scope == "Aggregate" and key == "SRAM Threshold Exceeded":
-        gpu.ecc_sram_threshold_exceeded = value[:8]
+    # Only what the driver counted since it loaded: Aggregate is the GPU's lifetime.
+    if scope != "Volatile":
+        return
+    if key in _CORRECTABLE_KEYS or (subsection == "Single Bit" and key == "Total"):
+        gpu.ecc_correctable_parts.append(counter_number(value))
 
 
 def _link_value(gpu: GpuRecord, link: str, key: str, value: str) -> None:
