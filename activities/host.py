@@ -1,4 +1,4 @@
-"""Activities that run the fixed host commands: GPU reset and DCGM diagnostics.
+"""Activities that run the fixed host commands: GPU reset, DCGM diagnostics, EFA loopback.
 
 The executor (SSM Run Command, or a Kubernetes Job pinned to the node) is
 injected and chosen by settings; both run the same scripts from
@@ -33,6 +33,7 @@ from gpu_remediation.ids import Activities
 from gpu_remediation.tool_outputs.common import DiagnosticParseError, combine
 from gpu_remediation.tool_outputs.dcgm_diag import parse_dcgm_diag
 from gpu_remediation.tool_outputs.dcgm_health import parse_dcgm_health
+from gpu_remediation.tool_outputs.efa_loopback import judge_efa_loopback
 from gpu_remediation.tool_outputs.gpu_reset import parse_gpu_reset
 
 
@@ -49,7 +50,7 @@ class HostActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         """The activities, for a worker's registration (a new rung's activity goes here too)."""
-        return [self.reset_gpus, self.run_diagnostic]
+        return [self.reset_gpus, self.run_diagnostic, self.run_efa_loopback]
 
     @activity.defn(name=Activities.RESET_GPUS)
     async def reset_gpus(self, input: c.ResetGpusInput) -> c.ResetGpusResult:
@@ -88,6 +89,44 @@ class HostActivities:
         return await asyncio.to_thread(
             _diagnostic_verdict, input.node, diag_outcome, health_outcome, now
         )
+
+    @activity.defn(name=Activities.RUN_EFA_LOOPBACK)
+    async def run_efa_loopback(self, input: c.RunEfaLoopbackInput) -> c.EfaLoopbackResult:
+        """Load every EFA device with ``fi_pingpong`` in loopback, then judge the report.
+
+        Changes nothing on the host: a retry runs the test again.
+
+        Raises:
+            ApplicationError: ``DiagnosticUnreadable`` when the report cannot be
+                decoded (truncated, garbled): never taken for a pass.
+        """
+        outcome = await self._executor.run(
+            input.node, input.provider_id, HostCommand(kind="efa_loopback")
+        )
+        return await asyncio.to_thread(_loopback_verdict, input, outcome, datetime.now(UTC))
+
+
+def _loopback_verdict(
+    input: c.RunEfaLoopbackInput, outcome: CommandOutcome, now: datetime
+) -> c.EfaLoopbackResult:
+    """Decode and judge the loopback's report (run on a thread).
+
+    Raises:
+        ApplicationError: ``DiagnosticUnreadable`` when the output cannot be decoded.
+    """
+    try:
+        report = decode_output(outcome.stdout)
+    except ValueError as err:
+        raise ApplicationError(
+            f"EFA loopback output on {input.node} unreadable (exit {outcome.exit_code}): {err}",
+            type="DiagnosticUnreadable",
+        ) from err
+    return judge_efa_loopback(
+        report,
+        max_counter_increase=input.max_counter_increase,
+        min_bandwidth_fraction=input.min_bandwidth_fraction,
+        observed_at=now,
+    )
 
 
 def _diagnostic_verdict(

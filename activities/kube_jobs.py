@@ -48,7 +48,7 @@ ACTIVE_DEADLINE_S = 3600
 # the command again. A day outlasts any rung's retries unless every worker stays
 # down that long.
 KEEP_FINISHED_S = 24 * 3600
-REPEATABLE = frozenset({"dcgm_diag", "dcgm_health"})
+REPEATABLE = frozenset({"dcgm_diag", "dcgm_health", "efa_loopback"})
 """Commands that change nothing on the host: a retry runs them again."""
 # Job names become the pods' ``job-name`` label values, at most 63 characters.
 MAX_NAME = 63

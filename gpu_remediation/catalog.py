@@ -484,6 +484,9 @@ EFA_CHECKS: dict[str, tuple[FaultClass, str]] = {
     "link": (FC.EFA_LINK_DOWN, "EFA link down"),
     # Counter bursts are warnings.
     "counters": (FC.INFORMATIONAL, "EFA error counters rising"),
+    # The verification's loopback under load (issue 37): the port still loses
+    # messages, retransmits or drops, or runs far below its sibling devices.
+    "loopback": (FC.EFA_DEGRADED, "EFA loopback under load failed"),
 }
 
 # -------------------------------------------------------------------- node conditions

@@ -192,6 +192,25 @@ class DiagnosticResult(Model):
     summary: str = ""
 
 
+class RunEfaLoopbackInput(HostInput):
+    """Load each EFA device with ``fi_pingpong`` in loopback; judge it (issue 37)."""
+
+    max_counter_increase: int = Field(default=100, ge=0, le=1_000_000_000)
+    min_bandwidth_fraction: float = Field(default=0.5, ge=0, le=1)
+
+
+class EfaLoopbackResult(Model):
+    """Verdict of the EFA loopback; failures come back as evidence.
+
+    ``ran`` is False when the host has no ``fi_pingpong``: no verdict either way.
+    """
+
+    passed: bool
+    ran: bool = True
+    failures: list[Evidence] = Field(default_factory=list, max_length=256)
+    summary: str = Field(default="", max_length=2048)
+
+
 class RecordStepInput(NodeInput):
     """Record a step on the node (annotation + Node event)."""
 

@@ -1,7 +1,9 @@
 """The fixed host commands: what runs on a GPU node, its script, its tag and its output.
 
-Only three commands exist: reset named GPUs, run the DCGM diagnostic at a
-level, and read DCGM health. Through SSM they run as the project's own Command
+Only four commands exist: reset named GPUs, run the DCGM diagnostic at a
+level, read DCGM health, and load each EFA device with libfabric's
+``fi_pingpong`` in loopback (``efa_loopback``, reading its error counters
+before and after). Through SSM they run as the project's own Command
 document (``deploy/aws/gpu-remediation-host-command.json``, named by the
 ``ssm_document`` setting): a fixed script whose only inputs are typed
 parameters (an action from a fixed list, a GPU index list and a diag level
@@ -13,11 +15,12 @@ ever interpolated as text. A Job script's first line tags it with the command,
 so the fleet simulator knows what to simulate without guessing; through SSM
 the typed parameters say it.
 
-JSON results are gzip-compressed and base64-encoded on the host because SSM
-truncates standard output at 24,000 characters, which a level-3 diagnostic
-of eight GPUs exceeds. Decoding them is bounded (``MAX_ENCODED_OUTPUT``,
-``MAX_DECODED_OUTPUT``): what a host prints is untrusted (issue 35), and a
-few kilobytes of gzip can expand to gigabytes.
+JSON results (and the loopback's report) are gzip-compressed and
+base64-encoded on the host because SSM truncates standard output at 24,000
+characters, which a level-3 diagnostic of eight GPUs exceeds. Decoding them
+is bounded (``MAX_ENCODED_OUTPUT``, ``MAX_DECODED_OUTPUT``): what a host
+prints is untrusted (issue 35), and a few kilobytes of gzip can expand to
+gigabytes.
 
 Shared by the executors (``activities.host_commands``, ``activities.host_ssm``,
 ``activities.kube_jobs``) and the simulated hosts (``simulator``), which is
@@ -73,7 +76,7 @@ the base64 decoding copies it.
 class HostCommand(Model):
     """One of the fixed commands, with its validated arguments."""
 
-    kind: Literal["gpu_reset", "dcgm_diag", "dcgm_health"]
+    kind: Literal["gpu_reset", "dcgm_diag", "dcgm_health", "efa_loopback"]
     gpu_indices: list[GpuIndex] = Field(default_factory=list, max_length=64)
     level: int | None = Field(default=None, ge=1, le=4)
 
@@ -83,12 +86,19 @@ class HostCommand(Model):
             raise ValueError("dcgm_diag needs a level")
         if self.kind != "dcgm_diag" and self.level is not None:
             raise ValueError(f"{self.kind} takes no level")
-        if self.kind == "dcgm_health" and self.gpu_indices:
-            raise ValueError("dcgm_health checks every GPU")
+        if self.kind in ("dcgm_health", "efa_loopback") and self.gpu_indices:
+            raise ValueError(f"{self.kind} takes no GPU indices")
         return self
 
     def argv(self) -> list[list[str]]:
-        """The programs to run, as argument lists (one per GPU for a reset)."""
+        """The programs to run, as argument lists (one per GPU for a reset).
+
+        The loopback runs its two programs per EFA device the host has: the
+        server (``EFA_LOOPBACK_SERVER``) and this client, ``<device>`` replaced
+        by each device's name by the script.
+        """
+        if self.kind == "efa_loopback":
+            return [[*EFA_LOOPBACK_CLIENT]]
         if self.kind == "gpu_reset":
             if not self.gpu_indices:
                 return [["nvidia-smi", "-r"]]
@@ -143,7 +153,7 @@ class HostCommand(Model):
 
     @property
     def encodes_output(self) -> bool:
-        """Whether stdout is JSON sent compressed (the DCGM commands)."""
+        """Whether stdout is sent compressed (the DCGM commands' JSON, the loopback's report)."""
         return self.kind != "gpu_reset"
 
     def script(self) -> list[str]:
@@ -152,6 +162,8 @@ class HostCommand(Model):
         commands = [shlex.join(argv) for argv in self.argv()]
         if not self.encodes_output:
             return [tag, *_RESET_RELEASE, f"{' && '.join(commands)}; rc=$?", *_RESET_RESTORE]
+        if self.kind == "efa_loopback":
+            return [tag, *EFA_LOOPBACK_SCRIPT]
         return [
             tag,
             'out="$(mktemp)"',
@@ -184,6 +196,72 @@ _RESET_RESTORE = [
     'rm -f "$held"',
     '[ -n "${rc_start:-}" ] && echo "gpu-remediation: restarting a held unit failed" >&2',
     'exit "$rc"',
+]
+
+
+# The EFA loopback (issue 37): what AWS's own single-host check does (efa_test.sh
+# in the EFA installer: an fi_pingpong server and a client to localhost with
+# FI_EFA_ENABLE_SHM_TRANSFER=0, so the traffic goes through the device, not
+# shared memory), once per EFA device (-d <device>-rdm, as awslabs'
+# awsome-distributed-ai checks each device), with 1 MiB messages 10,000 times
+# each way (about 20 GiB) instead of its 10 small ones, so the port carries load.
+# Around each run the script records the device's retransmit-timeout and drop
+# counters, which the agent's efa-degraded check watches: an idle, quarantined
+# port raises neither, a bad one under load does. Devices are EFA's by their
+# PCI vendor (as the agent's EFA check picks them). Fixed text: the device
+# names come from the host's sysfs and are only ever quoted; nothing from the
+# worker is interpolated. Its lines begin with EFA_REPORT, which the parser
+# (tool_outputs.efa_loopback) reads; the tool's own output is kept as printed.
+EFA_SYSFS = "/sys/class/infiniband"
+EFA_VENDOR = "0x1d0f"
+EFA_REPORT = "gpu-remediation-efa:"
+EFA_COUNTERS = ("retrans_timeout_events", "rx_drops")
+EFA_LOOPBACK_SIZE = 1_048_576
+EFA_LOOPBACK_ITERATIONS = 10_000
+EFA_LOOPBACK_TIMEOUT_S = 30
+"""Most seconds one device's client may run (``timeout``); a 1 MiB pingpong of 10,000
+iterations moved about 20 GiB in 1.4 s at the 15,398 MB/s of AWS's own loopback sample
+(a device too slow for it is cut short, and reported as timed out)."""
+_PINGPONG = [
+    "fi_pingpong",
+    *("-p", "efa", "-e", "rdm", "-d", "<device>-rdm"),
+    *("-S", str(EFA_LOOPBACK_SIZE), "-I", str(EFA_LOOPBACK_ITERATIONS)),
+]
+EFA_LOOPBACK_SERVER = tuple(_PINGPONG)
+EFA_LOOPBACK_CLIENT = (*_PINGPONG, "localhost")
+
+
+def _pingpong(argv: Sequence[str]) -> str:
+    # shlex quotes the placeholder ('<device>-rdm'); it becomes the device's quoted name.
+    return shlex.join(argv).replace("'<device>-rdm'", '"$name-rdm"')
+
+
+_COUNTER_VALUE = '$(cat "$dev/ports/1/hw_counters/$counter" 2>/dev/null)'
+EFA_LOOPBACK_SCRIPT = [
+    # Where the EFA installer puts libfabric's tools; SSM's shell has no login PATH.
+    'PATH="$PATH:/opt/amazon/efa/bin"',
+    'out="$(mktemp)"',
+    f"for dev in {EFA_SYSFS}/*; do",
+    f'  [ "$(cat "$dev/device/vendor" 2>/dev/null)" = {EFA_VENDOR} ] || continue',
+    '  name="${dev##*/}"',
+    f'  echo "{EFA_REPORT} device $name"',
+    f"  for counter in {' '.join(EFA_COUNTERS)}; do",
+    f'    echo "{EFA_REPORT} before $counter {_COUNTER_VALUE}"',
+    "  done",
+    f"  FI_EFA_ENABLE_SHM_TRANSFER=0 timeout {EFA_LOOPBACK_TIMEOUT_S + 5} "
+    f"{_pingpong(EFA_LOOPBACK_SERVER)} >/dev/null 2>&1 &",
+    "  server=$!",
+    "  sleep 1",
+    f"  FI_EFA_ENABLE_SHM_TRANSFER=0 timeout {EFA_LOOPBACK_TIMEOUT_S} "
+    f"{_pingpong(EFA_LOOPBACK_CLIENT)} 2>&1",
+    f'  echo "{EFA_REPORT} exit $?"',
+    '  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null',
+    f"  for counter in {' '.join(EFA_COUNTERS)}; do",
+    f'    echo "{EFA_REPORT} after $counter {_COUNTER_VALUE}"',
+    "  done",
+    'done > "$out"',
+    f'printf %s {ENCODED_MARKER}; gzip -c "$out" | base64 -w0; rm -f "$out"',
+    "exit 0",
 ]
 
 

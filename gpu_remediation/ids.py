@@ -144,6 +144,7 @@ class Activities:
     RESET_GPUS = "reset_gpus"
     REBOOT_NODE = "reboot_node"
     RUN_DIAGNOSTIC = "run_diagnostic"
+    RUN_EFA_LOOPBACK = "run_efa_loopback"
     RECORD_STEP = "record_step"
     DELETE_NODE_CLAIM = "delete_node_claim"
     WAIT_FOR_REPLACEMENT = "wait_for_replacement"

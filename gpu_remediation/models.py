@@ -182,7 +182,7 @@ class EfaEvidence(EvidenceBase):
     """An Elastic Fabric Adapter check failure."""
 
     kind: Literal["efa"] = "efa"
-    check: Literal["device_count", "provider", "link", "counters"]
+    check: Literal["device_count", "provider", "link", "counters", "loopback"]
     device: str | None = Field(default=None, max_length=64)
 
     @property

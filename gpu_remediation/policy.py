@@ -165,6 +165,32 @@ def _straggler_is_evidence_only(policy: FaultClassPolicy) -> None:
     )
 
 
+class EfaLoadTestPolicy(PolicyModel):
+    """The slow EFA port's load test: ``fi_pingpong`` in loopback on every device (issue 37).
+
+    The agent's counters alone cannot verify a quarantined port: an idle port
+    retransmits nothing. This loads each device for a few seconds and judges what
+    it did under the load (docs/concepts.md, "Verifying a slow EFA port").
+    """
+
+    enabled: bool = True
+    max_counter_increase: int = Field(
+        default=100,
+        ge=0,
+        le=1_000_000_000,
+        description="Most retransmit timeouts (and, apart, drops) a device may add during its "
+        "run: the burst AWS's own EFA monitor lets pass before it warns.",
+    )
+    min_bandwidth_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="A device below this fraction of the median throughput of the node's "
+        "devices fails (judged with three devices or more; 0 turns it off). An assumption: "
+        "no public single-node floor exists.",
+    )
+
+
 class VerificationPolicy(PolicyModel):
     """The diagnostic run after every corrective step."""
 
@@ -183,6 +209,7 @@ class VerificationPolicy(PolicyModel):
         description="The same for a slow EFA port (EfaDegraded): the agent reports error "
         "counters only once their rate held over its span (300 s by default), plus a cycle.",
     )
+    efa_load_test: EfaLoadTestPolicy = EfaLoadTestPolicy()
 
 
 class ReplacementRatePolicy(PolicyModel):

@@ -96,6 +96,8 @@ class FakeFleet:
     """Answers of successive job look-ups; the last one repeats."""
     efa_checks: list[a.CheckEfaResult] = field(default_factory=list)
     """Answers of successive EFA checks; when empty, EFA is healthy."""
+    efa_loopbacks: list[c.EfaLoopbackResult] = field(default_factory=list)
+    """Answers of successive EFA loopbacks; when empty, every device passes."""
     efa_link_down_until_reboot: bool = False
     """The EFA link is down until the host reboots (the agent reports it so)."""
     host_dead_after_reboot: bool = False
@@ -217,6 +219,13 @@ class FakeFleet:
                 return self.diagnostics.pop(0)
             return c.DiagnosticResult(passed=True, summary="all tests passed")
 
+        @activity.defn(name=Activities.RUN_EFA_LOOPBACK)
+        async def run_efa_loopback(input: c.RunEfaLoopbackInput) -> c.EfaLoopbackResult:
+            self._log(Activities.RUN_EFA_LOOPBACK, input)
+            if self.efa_loopbacks:
+                return self.efa_loopbacks.pop(0)
+            return c.EfaLoopbackResult(passed=True, summary="EFA loopback under load: 32 devices")
+
         @activity.defn(name=Activities.CHECK_EFA)
         async def check_efa(input: a.CheckEfaInput) -> a.CheckEfaResult:
             self._log(Activities.CHECK_EFA, input)
@@ -320,6 +329,7 @@ class FakeFleet:
             reset_gpus,
             reboot_node,
             run_diagnostic,
+            run_efa_loopback,
             check_efa,
             record_step,
             delete_node_claim,

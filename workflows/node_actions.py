@@ -259,6 +259,24 @@ class NodeActions:
             window=verification.timeout,
         )
 
+    async def efa_loopback(self, provider_id: str, label: str) -> c.EfaLoopbackResult:
+        """Load each EFA device with ``fi_pingpong`` in loopback and judge it (issue 37)."""
+        verification = self._policy.verification
+        load = verification.efa_load_test
+        return await self._rung_call(
+            Rung.DIAGNOSE,
+            Activities.RUN_EFA_LOOPBACK,
+            c.RunEfaLoopbackInput(
+                **self._ids(),
+                provider_id=provider_id,
+                max_counter_increase=load.max_counter_increase,
+                min_bandwidth_fraction=load.min_bandwidth_fraction,
+            ),
+            c.EfaLoopbackResult,
+            f"EFA loopback under load ({label})",
+            window=verification.timeout,
+        )
+
     async def check_efa(self, conditions: tuple[str, ...]) -> a.CheckEfaResult:
         """Read the node agent's EFA verdict (``conditions``, all healthy).
 

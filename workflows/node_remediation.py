@@ -1649,14 +1649,26 @@ class NodeRemediationWorkflow:
         return passed
 
     async def _check_efa(self, label: str) -> tuple[bool, str, list[Evidence]]:
-        """The node agent's EFA verdict, read after its next cycles on this boot."""
+        """The node agent's EFA verdict, read after its next cycles on this boot.
+
+        A slow port (EfaDegraded) is first put under load: idle, it would pass.
+        """
         verification = self._policy.verification
         conditions = efa_conditions(self._fault)
+        degraded = NPD_EFA_DEGRADED_CONDITION in conditions
         settle = verification.efa_settle
-        if NPD_EFA_DEGRADED_CONDITION in conditions:
+        if degraded:
             settle = max(settle, verification.efa_degraded_settle)
         if settle > timedelta(0):
             await workflow.sleep(settle, summary=f"the node agent's next EFA checks ({label})")
+        if degraded and verification.efa_load_test.enabled:
+            load = await self._actions.efa_loopback(self._provider_id, label)
+            if load.ran and not load.passed:
+                return False, load.summary, list(load.failures)
+            verdict = "pass" if load.ran else "not run"
+            self._state.record.decide(
+                "verify", f"EFA load test {verdict}", load.summary, self._state.rung
+            )
         deadline = workflow.now() + verification.timeout
         while True:
             result = await self._actions.check_efa(conditions)

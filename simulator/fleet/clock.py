@@ -451,6 +451,11 @@ class Durations(BaseModel):
     health_check: Duration = Field(
         default=timedelta(seconds=5), description="dcgmi health -c: an assumption."
     )
+    efa_loopback: Duration = Field(
+        default=timedelta(seconds=90),
+        description="The EFA loopback on 32 devices: each a second to start its server and "
+        "about 1.75 s to move 20 GiB at the simulated 12,000 MB/s (an assumption).",
+    )
     unreachable_command: Duration = Field(
         default=timedelta(seconds=30),
         description="A command sent to a host that is down ends TimedOut after this: an "

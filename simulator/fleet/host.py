@@ -12,6 +12,8 @@ document's typed parameters or a Job script's tag line
 - ``dcgmi diag``: fails each GPU by its true faults (DCGM error ids and
   messages), passes healthy ones; a passed GPU's spurious report clears.
 - ``dcgmi health``: Failure per faulty GPU and system.
+- the EFA loopback: ``fi_pingpong``'s report per EFA device, the slow or
+  down port failing (``simulator.fleet.efa_loopback``).
 
 A command takes its simulated duration (InProgress meanwhile); its effect on
 the hardware happens when the host runs it. A host that is down (rebooting,
@@ -27,6 +29,7 @@ from typing import Any
 from gpu_remediation.host_command import HostCommand, encode_output
 from simulator.aws import SimulatedInvocation
 from simulator.fleet import dcgm
+from simulator.fleet.efa_loopback import loopback_report
 from simulator.fleet.faults import FaultKind, Fix
 from simulator.fleet.model import Phase
 from simulator.fleet.ports import HostFleet
@@ -131,6 +134,15 @@ class HostSimulator:
                 ]
                 fleet.count("diag.fail" if exit_code else "diag.pass")
                 run = HostRun(exit_code, encode_output(document), "", durations.diag(command.level))
+            elif command.kind == "efa_loopback":
+                cleared = []
+                fleet.count("efa_loopback.runs")
+                run = HostRun(
+                    0,
+                    encode_output(loopback_report(node)),
+                    "",
+                    durations.efa_loopback.total_seconds(),
+                )
             else:
                 cleared = []
                 run = HostRun(

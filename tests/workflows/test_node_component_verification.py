@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation import admission_models as a
+from gpu_remediation import contracts
 from gpu_remediation.ids import Activities as A
 from gpu_remediation.models import ConditionEvidence, EfaEvidence, FaultClass, Outcome, Rung
 from gpu_remediation.policy import Policy
@@ -155,3 +156,103 @@ def slow_port() -> ConditionEvidence:
         reason="EfaDegradationDetected",
         message="Degraded on EFA rdmap113s0 [efa_port_rate]: 100 Gb/sec, expected 400 Gb/sec",
     )
+
+
+def loopback_failure() -> contracts.EfaLoopbackResult:
+    """The loopback's verdict on a port that retransmits under load."""
+    problem = "retrans_timeout_events rose by 250 under the load (more than 100)"
+    return contracts.EfaLoopbackResult(
+        passed=False,
+        summary=f"EFA loopback under load: 32 devices, 1 failed; rdmap113s0: {problem}",
+        failures=[
+            EfaEvidence(
+                observed_at=datetime.now(UTC),
+                source="efa-loopback",
+                check="loopback",
+                device="rdmap113s0",
+                message=f"EFA loopback under load failed: {problem}",
+            )
+        ],
+    )
+
+
+def slow_port_policy(**load: object) -> Policy:
+    pol = with_fault_class(policy(), FaultClass.EFA_DEGRADED, grace=timedelta(0))
+    if not load:
+        return pol
+    verification = pol.verification.model_copy(
+        update={"efa_load_test": pol.verification.efa_load_test.model_copy(update=load)}
+    )
+    return pol.model_copy(update={"verification": verification})
+
+
+async def test_a_slow_efa_port_that_fails_under_load_climbs_without_waiting_for_the_agent(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # Idle after its reboot, the port would pass the agent's counters; under load it fails.
+    fleet = FakeFleet(efa_loopbacks=[loopback_failure()])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-e10", slow_port(), pol=slow_port_policy())
+        result = await handle.result()
+        state = await c.state(handle)
+    assert result.rungs_tried == [Rung.STOP_GPU_WORK, Rung.REBOOT, Rung.REPLACE]
+    assert result.outcome == Outcome.REPLACED
+    assert fleet.called(A.RUN_EFA_LOOPBACK) == 1
+    assert fleet.called(A.CHECK_EFA) == 0, "a failed load test needs no counter read"
+    [verdict] = [d for d in state.decisions if d.stage == "verify"]
+    assert verdict.action == "efa_check fail"
+    assert "rdmap113s0: retrans_timeout_events rose by 250" in verdict.reason
+
+
+async def test_a_slow_efa_port_that_passes_under_load_is_still_read_by_the_agent(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet()
+    pol = slow_port_policy(max_counter_increase=7, min_bandwidth_fraction=0.25)
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-e11", slow_port(), pol=pol)
+        result = await handle.result()
+        state = await c.state(handle)
+    assert (result.outcome, result.rungs_tried) == (
+        Outcome.REPAIRED,
+        [Rung.STOP_GPU_WORK, Rung.REBOOT],
+    )
+    [load] = [arg for name, arg in fleet.calls if name == A.RUN_EFA_LOOPBACK]
+    assert isinstance(load, contracts.RunEfaLoopbackInput)
+    assert (load.max_counter_increase, load.min_bandwidth_fraction) == (7, 0.25)
+    assert fleet.names().index(A.RUN_EFA_LOOPBACK) < fleet.names().index(A.CHECK_EFA)
+    actions = [d.action for d in state.decisions if d.stage == "verify"]
+    assert actions == ["EFA load test pass", "efa_check pass"]
+
+
+async def test_a_host_without_fi_pingpong_gets_the_counter_read_alone(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    not_run = contracts.EfaLoopbackResult(
+        passed=False, ran=False, summary="EFA loopback not run: fi_pingpong not found"
+    )
+    fleet = FakeFleet(efa_loopbacks=[not_run])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-e12", slow_port(), pol=slow_port_policy())
+        result = await handle.result()
+        state = await c.state(handle)
+    assert result.outcome == Outcome.REPAIRED
+    assert fleet.called(A.CHECK_EFA) == 1
+    not_run_decision = next(d for d in state.decisions if d.action == "EFA load test not run")
+    assert "fi_pingpong not found" in not_run_decision.reason
+
+
+async def test_the_load_test_runs_only_for_a_slow_port_and_only_when_enabled(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = link_down_until_reboot()
+    disabled = FakeFleet()
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        down = await c.report("gpu-e13", efa_link_down(), pol=no_grace(policy()))
+        assert (await down.result()).outcome == Outcome.REPAIRED
+    async with cluster(time_skipping_env, task_queue, disabled) as c:
+        slow = await c.report("gpu-e14", slow_port(), pol=slow_port_policy(enabled=False))
+        assert (await slow.result()).outcome == Outcome.REPAIRED
+    assert fleet.called(A.RUN_EFA_LOOPBACK) == 0, "a link down is the agent's to judge"
+    assert disabled.called(A.RUN_EFA_LOOPBACK) == 0
+    assert disabled.called(A.CHECK_EFA) == 1
