@@ -1,7 +1,8 @@
-"""Decoding a host command's compressed output: intact results read, bombs refused (issue 35).
+"""The fixed host commands: their arguments, and decoding their compressed output.
 
 What a host prints is untrusted: ``decode_output`` must not expand a small
-payload without bound, nor decode an arbitrarily long one.
+payload without bound, nor decode an arbitrarily long one (issue 35). A command
+takes only the arguments its kind needs.
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ import time
 import pytest
 
 from gpu_remediation.host_command import (
+    DOCUMENT_ACTION,
+    DOCUMENT_GPUS,
+    EFA_SYSFS,
     ENCODED_MARKER,
     MAX_DECODED_OUTPUT,
     MAX_ENCODED_OUTPUT,
+    HostCommand,
     OutputTooLarge,
     decode_output,
     encode_output,
+    parse_tag,
 )
 
 
@@ -106,3 +112,41 @@ def test_unmarked_or_non_gzip_output_is_refused() -> None:
         decode_output('{"body": 1}')
     with pytest.raises(ValueError, match="truncated or corrupt"):
         decode_output(ENCODED_MARKER + base64.b64encode(b"not gzip at all").decode())
+
+
+# ------------------------------------------------------------- the commands
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"kind": "dcgm_diag"}, "dcgm_diag needs a level"),
+        ({"kind": "gpu_reset", "level": 2}, "gpu_reset takes no level"),
+        ({"kind": "efa_loopback", "level": 1}, "efa_loopback takes no level"),
+        ({"kind": "efa_loopback", "gpu_indices": [0]}, "efa_loopback takes no GPU indices"),
+        ({"kind": "dcgm_health", "gpu_indices": [1]}, "dcgm_health takes no GPU indices"),
+        ({"kind": "reboot"}, "Input should be"),
+    ],
+)
+def test_a_command_with_arguments_its_kind_does_not_take_is_refused(
+    fields: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        HostCommand.model_validate(fields)
+
+
+def test_the_efa_loopback_travels_by_its_tag_and_its_ssm_action_alone() -> None:
+    command = HostCommand(kind="efa_loopback")
+    assert parse_tag(command.script()) == command
+    assert command.ssm_parameters() == {DOCUMENT_ACTION: ["efa_loopback"], DOCUMENT_GPUS: [""]}
+    assert HostCommand.from_ssm_parameters(command.ssm_parameters()) == command
+    assert command.encodes_output
+
+
+def test_the_efa_loopback_script_is_fixed_text_that_quotes_each_device_name() -> None:
+    script = "\n".join(HostCommand(kind="efa_loopback").script()[1:])
+    assert script.count(EFA_SYSFS) == 1
+    assert script.count('-d "$name-rdm"') == 2, "the server's and the client's device"
+    assert script.count("FI_EFA_ENABLE_SHM_TRANSFER=0 ") == 2, "through the device, not memory"
+    assert "<device>" not in script
+    assert script.splitlines()[-1] == "exit 0"

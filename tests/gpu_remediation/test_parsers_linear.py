@@ -22,7 +22,10 @@ Parsers covered here, each fed every known hostile shape and hypothesis' picks:
 * ``classifier._xid_item`` (the finding of a condition message that names its
   first Xid, read for an NVLink5 Xid's Nonfatal word) and the classification of
   a GPU condition carrying the text;
-* ``admission_nccl.judge`` (the NCCL burn-in's reading of ``all_reduce_perf``).
+* ``admission_nccl.judge`` (the NCCL burn-in's reading of ``all_reduce_perf``);
+* ``tool_outputs.efa_loopback.judge_efa_loopback`` (the EFA loopback's report):
+  raw, and the text as the output of a device's ``fi_pingpong`` and as its
+  report lines.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from activities.host_commands import CommandOutcome, encode_output
 from gpu_remediation import catalog, classifier
 from gpu_remediation.admission_nccl import NcclOutputError, judge
 from gpu_remediation.dcgm_errors import DCGM_ERROR_META
+from gpu_remediation.host_command import EFA_REPORT
 from gpu_remediation.models import ConditionEvidence, DcgmEvidence
 from gpu_remediation.npd_message import (
     Note,
@@ -55,6 +59,7 @@ from gpu_remediation.tool_outputs.common import DiagnosticParseError
 from gpu_remediation.tool_outputs.dcgm_diag import _gpu_named_in, parse_dcgm_diag
 from gpu_remediation.tool_outputs.dcgm_health import parse_dcgm_health
 from gpu_remediation.tool_outputs.dcgm_messages import MAX_MATCHED_MESSAGE, message_error_id
+from gpu_remediation.tool_outputs.efa_loopback import judge_efa_loopback
 from gpu_remediation.tool_outputs.gpu_reset import parse_gpu_reset
 from tests.gpu_remediation.hostile_inputs import (
     KNOWN_SHAPES,
@@ -97,6 +102,19 @@ def _host_verdict(text: str) -> None:
         command_id="h", exit_code=0, stdout=encode_output(health_document(text))
     )
     _diagnostic_verdict("gpu-1", diag, health, NOW)
+
+
+def _efa_loopback(text: str) -> None:
+    judge_efa_loopback(text, max_counter_increase=100, min_bandwidth_fraction=0.5, observed_at=NOW)
+
+
+def _efa_loopback_device(text: str) -> None:
+    _efa_loopback(f"{EFA_REPORT} device rdmap0s31\n{text}\n{EFA_REPORT} exit 0\n")
+
+
+def _efa_loopback_report_lines(text: str) -> None:
+    lines = "\n".join(f"{EFA_REPORT} {line}" for line in text.splitlines())
+    _efa_loopback(f"{EFA_REPORT} device rdmap0s31\n{lines}\n")
 
 
 def _classify_condition(text: str) -> None:
@@ -156,6 +174,11 @@ PARSERS: dict[str, Callable[[str], None]] = {
     "classifier._xid_item": _allowed(classifier._xid_item),
     "classifier.classify (GPU condition message)": _allowed(_classify_condition),
     "admission_nccl.judge": _allowed(lambda t: judge(0, t, 100.0, 8), NcclOutputError),
+    "efa_loopback.judge_efa_loopback (raw report)": _allowed(_efa_loopback),
+    "efa_loopback.judge_efa_loopback (a device's fi_pingpong output)": _allowed(
+        _efa_loopback_device
+    ),
+    "efa_loopback.judge_efa_loopback (report lines)": _allowed(_efa_loopback_report_lines),
 }
 
 
