@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from simulator.fleet import PoolSpec
 from simulator.kube_api import NODES
-from tests.e2e.conftest import MakeStack, attempts, fleet_call, settled_incidents
+from tests.conftest import assert_eventually
+from tests.e2e.conftest import MakeStack, attempts, decisions, fleet_call, settled_incidents
 
 
 async def test_xid_79_is_fixed_by_a_reboot_and_never_triggers_a_reset(
@@ -88,3 +89,52 @@ async def test_a_slow_gpu_is_caught_by_its_condition_and_repaired_by_a_reset(
     assert attempts(incident)[-1] == "gpu_reset"
     assert fleet.node("h100-0003").faults == []
     assert fleet.snapshot().counters.get("reboots", 0) == 0
+
+
+async def test_a_slow_efa_port_is_rebooted_and_verified_under_load(make_stack: MakeStack) -> None:
+    # Issue 37, ADR 028: the reboot retrains the port; the loopback then loads every
+    # EFA device through the simulated host before the agent's counters are read.
+    stack = await make_stack([PoolSpec(name="h100", nodes=5)])
+    fleet = stack.fleet
+    fleet.inject("efa_degraded", "h100-0002")
+
+    (incident,) = await settled_incidents(stack, 1)
+
+    assert (incident.fault_class, incident.result) == ("efa_degraded", "repaired")
+    assert attempts(incident)[-1] == "reboot"
+    verdicts = [d for d in decisions(incident) if d[0] == "verify"]
+    assert verdicts == [("verify", "EFA load test pass"), ("verify", "efa_check pass")]
+    assert fleet.snapshot().counters["efa_loopback.runs"] == 1
+    assert fleet.node("h100-0002").faults == []
+
+
+async def test_a_slow_efa_port_the_reboot_did_not_cure_fails_under_load_and_is_replaced(
+    make_stack: MakeStack,
+) -> None:
+    # The settle is long enough (12 s here) to give the port its fault back after the
+    # reboot and before the load test: a cable or switch port a reboot cannot fix.
+    stack = await make_stack(
+        [PoolSpec(name="h100", nodes=5)], policy="verification: {efa_degraded_settle: 2h}"
+    )
+    fleet = stack.fleet
+    boot = fleet.boot_id("h100-0002")
+    fleet.inject("efa_degraded", "h100-0002")
+    await assert_eventually(
+        lambda: fleet_call(lambda: fleet.boot_id("h100-0002")),
+        lambda now: now != boot,
+        timeout=30,
+        message="h100-0002 back from its reboot",
+    )
+    fleet.inject("efa_degraded", "h100-0002")
+
+    (incident,) = await settled_incidents(stack, 1, timeout=60)
+
+    assert (incident.fault_class, incident.result) == ("efa_degraded", "replaced")
+    assert attempts(incident)[-2:] == ["reboot", "replace"]
+    assert incident.state is not None
+    [verdict] = [d for d in incident.state.decisions if d.stage == "verify"]
+    assert verdict.action == "efa_check fail"
+    assert "rdmap113s0: retrans_timeout_events rose by 250 under the load" in verdict.reason
+    counters = fleet.snapshot().counters
+    assert counters["efa_loopback.runs"] == 1
+    assert counters["karpenter.terminations"] == 1
