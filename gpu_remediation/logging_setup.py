@@ -43,11 +43,12 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # The rung each activity serves, for activities whose input does not say.
-# Verification runs `run_diagnostic` too; its lines say "diagnose".
+# Verification runs `run_diagnostic` (and the EFA loopback) too; their lines say "diagnose".
 ACTIVITY_RUNGS: dict[str, str] = {
     Activities.QUARANTINE_NODE: "quarantine",
     Activities.DRAIN_GPU_PODS: "stop_gpu_work",
     Activities.RUN_DIAGNOSTIC: "diagnose",
+    Activities.RUN_EFA_LOOPBACK: "diagnose",
     Activities.RESET_GPUS: "gpu_reset",
     Activities.REBOOT_NODE: "reboot",
     Activities.DELETE_NODE_CLAIM: "replace",

@@ -67,6 +67,7 @@ WORLD_WAITS = frozenset(
         Activities.RESET_GPUS,
         Activities.REBOOT_NODE,
         Activities.RUN_DIAGNOSTIC,
+        Activities.RUN_EFA_LOOPBACK,
         Activities.WAIT_FOR_REPLACEMENT,
         Activities.CHECK_EFA,
         Activities.RUN_NCCL_CHECK,

@@ -472,12 +472,20 @@ _MUTATING = frozenset(
         Activities.RESET_GPUS,
         Activities.REBOOT_NODE,
         Activities.RUN_DIAGNOSTIC,
+        Activities.RUN_EFA_LOOPBACK,
         Activities.RECORD_STEP,
         Activities.ESCALATE,
         Activities.DELETE_NODE_CLAIM,
     }
 )
-_HOST = frozenset({Activities.RESET_GPUS, Activities.REBOOT_NODE, Activities.RUN_DIAGNOSTIC})
+_HOST = frozenset(
+    {
+        Activities.RESET_GPUS,
+        Activities.REBOOT_NODE,
+        Activities.RUN_DIAGNOSTIC,
+        Activities.RUN_EFA_LOOPBACK,
+    }
+)
 
 
 def _pinned(run: RunRecord) -> tuple[str, str] | None:

@@ -22,16 +22,22 @@ from activities.kube_jobs import (
     JobExecutor,
     read_container_log,
 )
-from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput
+from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput, RunEfaLoopbackInput
 from gpu_remediation.host_command import MAX_ENCODED_OUTPUT
+from gpu_remediation.models import EfaEvidence
 from gpu_remediation.settings import Settings
+from simulator.fleet.faults import FaultKind
 from simulator.kube_api import JOBS, PODS, HostResult, JobKubelet, KubeApiServer, KubeStore
 from tests.activities.ssm_support import fixture
+from tests.activities.test_host_ssm import simulated_loopback
 
 NS = "gpu-jobs"
 RESET = ResetGpusInput(node="gpu-1", incident_id="i", provider_id="aws:///us-west-2a/i-0abc")
 DIAG = RunDiagnosticInput(
     node="gpu-1", incident_id="i", provider_id="aws:///us-west-2a/i-0abc", level=2
+)
+LOOPBACK = RunEfaLoopbackInput(
+    node="gpu-1", incident_id="i", provider_id="aws:///us-west-2a/i-0abc"
 )
 
 
@@ -46,15 +52,19 @@ class Hosts:
         self.health: HostResult | None = HostResult(
             0, encode_output(fixture("health_healthy.json"))
         )
+        self.loopback: HostResult | None = HostResult(0, simulated_loopback())
         self.seen: list[tuple[str, HostCommand | None]] = []
 
     def __call__(self, job: dict[str, Any], command: HostCommand | None) -> HostResult | None:
         self.seen.append((job["spec"]["template"]["spec"]["nodeName"], command))
         if command is None:
             return HostResult(127, "", "unknown script")
-        return {"gpu_reset": self.reset, "dcgm_diag": self.diag, "dcgm_health": self.health}[
-            command.kind
-        ]
+        return {
+            "gpu_reset": self.reset,
+            "dcgm_diag": self.diag,
+            "dcgm_health": self.health,
+            "efa_loopback": self.loopback,
+        }[command.kind]
 
 
 @pytest.fixture
@@ -158,6 +168,23 @@ async def test_dcgm_diag_failing_on_one_gpu_returns_evidence(
 async def test_a_passing_diag_and_health_pass(executor: JobExecutor, store: KubeStore) -> None:
     result = await ActivityEnvironment().run(HostActivities(executor).run_diagnostic, DIAG)
     assert result.passed
+    assert nothing_left(store)
+
+
+async def test_the_efa_loopback_passes_a_healthy_node_and_names_a_degraded_port(
+    executor: JobExecutor, hosts: Hosts, store: KubeStore
+) -> None:
+    healthy = await ActivityEnvironment().run(HostActivities(executor).run_efa_loopback, LOOPBACK)
+    assert healthy.passed, healthy.summary
+    assert healthy.failures == []
+    # The simulated host's report of a node whose slow port (EFA_DEGRADED) loses packets.
+    hosts.loopback = HostResult(0, simulated_loopback(FaultKind.EFA_DEGRADED))
+    degraded = await ActivityEnvironment().run(HostActivities(executor).run_efa_loopback, LOOPBACK)
+    assert not degraded.passed
+    [failure] = degraded.failures
+    assert isinstance(failure, EfaEvidence)
+    assert (failure.check, failure.device) == ("loopback", "rdmap113s0")
+    assert hosts.seen == [("gpu-1", HostCommand(kind="efa_loopback"))] * 2
     assert nothing_left(store)
 
 

@@ -8,10 +8,50 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.host import HostActivities
 from activities.host_commands import HostCommand, encode_output
-from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput
+from gpu_remediation.contracts import ResetGpusInput, RunDiagnosticInput, RunEfaLoopbackInput
 from gpu_remediation.host_command import HOST_COMMAND_DOCUMENT
+from gpu_remediation.models import EfaEvidence
 from simulator.aws import SimulatedInvocation
-from tests.activities.ssm_support import fixture, provider_id, ssm_cloud
+from simulator.fleet.efa_loopback import loopback_report
+from simulator.fleet.faults import FaultKind
+from simulator.fleet.model import ActiveFault, NodeState
+from tests.activities.ssm_support import Hosts, fixture, provider_id, ssm_cloud
+
+
+def simulated_loopback(*faults: FaultKind) -> str:
+    """What the fleet simulator's host prints for the EFA loopback on a p5 with ``faults``."""
+    node = NodeState(
+        name="gpu-1",
+        pool="p5",
+        instance_id="i-0abc",
+        zone="us-west-2a",
+        boot_id="b",
+        reset_supported=False,
+        gpus=8,
+        agent_phase=0.0,
+        created_at=0.0,
+        faults=[
+            ActiveFault(id=i, kind=kind, gpu=None, xid=None, since=0.0)
+            for i, kind in enumerate(faults, 1)
+        ],
+    )
+    return encode_output(loopback_report(node))
+
+
+class WithLoopback:
+    """``ssm_support``'s scripted hosts, answering the EFA loopback too (recorded in theirs)."""
+
+    def __init__(self, hosts: Hosts) -> None:
+        self.hosts = hosts
+        self.loopback = SimulatedInvocation(stdout=simulated_loopback())
+
+    def __call__(
+        self, instance_id: str, command: HostCommand | None, script: list[str]
+    ) -> SimulatedInvocation:
+        if command is not None and command.kind == "efa_loopback":
+            self.hosts.seen.append((instance_id, command))
+            return self.loopback
+        return self.hosts(instance_id, command, script)
 
 
 async def test_gpu_reset_of_named_gpus_succeeds() -> None:
@@ -94,6 +134,30 @@ async def test_a_passing_diag_and_health_pass() -> None:
             ),
         )
     assert result.passed
+
+
+async def test_the_efa_loopback_passes_a_healthy_node_and_names_a_degraded_port() -> None:
+    with ssm_cloud() as (cloud, hosts, executor):
+        cloud.host_simulator = answers = WithLoopback(hosts)
+        (instance,) = cloud.run_instances(1)
+        loopback = RunEfaLoopbackInput(
+            node="gpu-1", incident_id="i", provider_id=provider_id(instance)
+        )
+        healthy = await ActivityEnvironment().run(
+            HostActivities(executor).run_efa_loopback, loopback
+        )
+        # The simulated host's report of a node whose slow port (EFA_DEGRADED) loses packets.
+        answers.loopback = SimulatedInvocation(stdout=simulated_loopback(FaultKind.EFA_DEGRADED))
+        degraded = await ActivityEnvironment().run(
+            HostActivities(executor).run_efa_loopback, loopback
+        )
+    assert healthy.passed, healthy.summary
+    assert healthy.failures == []
+    assert not degraded.passed
+    [failure] = degraded.failures
+    assert isinstance(failure, EfaEvidence)
+    assert (failure.check, failure.device) == ("loopback", "rdmap113s0")
+    assert hosts.seen == [(instance, HostCommand(kind="efa_loopback"))] * 2
 
 
 async def test_truncated_diagnostic_output_is_an_error_never_a_pass() -> None:
