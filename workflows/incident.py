@@ -139,6 +139,9 @@ class IncidentState(BaseModel):
     record: IncidentRecord
     # Triage: what the fault is and the node's past.
     classification: Classification | None = None
+    classified_at: datetime | None = None
+    """When the current fault class was named (workflow time): a hang it caused began about
+    then, and a checkpoint wait ends ``jobs.hung_job_deadline`` after it (ADR 029)."""
     health: NodeHealth | None = None
     """The node as triage read it: its UID and provider id pin the machine."""
     machine_replaced: str | None = None

@@ -529,6 +529,7 @@ class NodeRemediationWorkflow:
             return  # every report cleared: the last verdict stands; the stage decides
         classification = classify(active, self._policy)
         if s.classification is None or classification.fault_class != self._fault:
+            s.classified_at = workflow.now()
             reasons = "; ".join(classification.reasons)
             s.record.decide("triage", f"classified {classification.fault_class}", reasons)
             if s.classification is not None:
@@ -1024,6 +1025,11 @@ class NodeRemediationWorkflow:
             return True
         jobs = self._policy.jobs
         timeout = jobs.checkpoint_timeout if urgency == Urgency.CHECKPOINT_FIRST else jobs.max_defer
+        if urgency == Urgency.CHECKPOINT_FIRST:
+            timeout, why = self._before_a_hang_fails(timeout, why)
+            if timeout <= timedelta(0):
+                s.record.decide(log_words.JOBS_STAGE, "no wait", why)
+                return True
         if self._dry_run:
             what = "ask for a checkpoint" if asked else "wait for the jobs to end"
             s.record.decide(log_words.JOBS_STAGE, f"would {what}", f"{why}; up to {timeout}")
@@ -1034,6 +1040,20 @@ class NodeRemediationWorkflow:
             s.jobs_coordinated = s.never_idle = False
             return await self._coordinate_jobs()
         return went_on
+
+    def _before_a_hang_fails(self, wait: timedelta, why: str) -> tuple[timedelta, str]:
+        """A checkpoint wait cut to end ``jobs.hung_job_deadline`` after the fault was named.
+
+        A job the fault hung never answers; waiting past its collective timeout
+        only lets that timeout fail it, where a drain would restart it (ADR 029).
+        """
+        s = self._state
+        deadline = self._policy.jobs.hung_job_deadline
+        left = (s.classified_at or s.started_at) + deadline - workflow.now()
+        if left >= wait:
+            return wait, why
+        cut = f"the wait ends {deadline} after the fault was named: a hung job never answers"
+        return max(left, timedelta(0)), f"{why}; {cut}"
 
     async def _past_the_tenant_word(self, rung: Rung) -> Rung | None:
         """Once a fault is named in a straggler incident, treat the node as the fault's.

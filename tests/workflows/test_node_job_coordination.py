@@ -1,10 +1,12 @@
 """The job stage: a node's training jobs get their urgency's wait before disruption."""
 
+from datetime import timedelta
+
 from temporalio.testing import WorkflowEnvironment
 
 from gpu_remediation.ids import Activities as A
 from gpu_remediation.ids import Updates
-from gpu_remediation.models import Outcome, Rung
+from gpu_remediation.models import FaultClass, Outcome, Rung
 from gpu_remediation.workflow_models import (
     AbortInput,
     ApproveInput,
@@ -21,7 +23,14 @@ from tests.workflows.job_support import (
     relay_pod_ended,
     requested_incident,
 )
-from tests.workflows.node_support import Cluster, NodeHandle, cluster, policy, xid
+from tests.workflows.node_support import (
+    Cluster,
+    NodeHandle,
+    cluster,
+    policy,
+    with_fault_class,
+    xid,
+)
 
 
 def decisions(state: NodeRemediationState) -> list[str]:
@@ -75,7 +84,51 @@ async def test_a_silent_job_is_drained_at_the_deadline(
     assert "wait over: deadline passed" in decisions(state)
     [request] = [arg for name, arg in fleet.calls if name == A.REQUEST_CHECKPOINT]
     wait = request.deadline - started  # type: ignore[attr-defined]
-    assert abs(wait.total_seconds() - policy().jobs.checkpoint_timeout.total_seconds()) < 60
+    # ADR 029: 7 minutes after the fault was named, not checkpoint_timeout's 10 after
+    # the request: a job the fault hung never answers, and its collective timeout
+    # (10 minutes from the hang) would fail it before a later drain.
+    assert abs(wait.total_seconds() - policy().jobs.hung_job_deadline.total_seconds()) < 60
+    assert any("the wait ends 0:07:00 after the fault was named" in d for d in decisions(state))
+
+
+async def test_checkpoint_timeout_ends_the_wait_when_it_comes_before_the_hung_job_deadline(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fleet = FakeFleet(node_jobs=[on_node(job())])
+    jobs = policy().jobs.model_copy(
+        update={"checkpoint_timeout": timedelta(minutes=3), "hung_job_deadline": timedelta(hours=1)}
+    )
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-j2b", xid(48), pol=policy(jobs=jobs))
+        started = await time_skipping_env.get_current_time()
+        await handle.result()
+        state = await c.state(handle)
+    [request] = [arg for name, arg in fleet.calls if name == A.REQUEST_CHECKPOINT]
+    wait = request.deadline - started  # type: ignore[attr-defined]
+    assert abs(wait.total_seconds() - 180) < 60
+    assert not any("after the fault was named" in d for d in decisions(state))
+
+
+async def test_a_fault_named_past_the_hung_job_deadline_drains_without_asking(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # The class's grace took longer than the deadline: a job hung since the first
+    # report is about to be failed by its timeout; asking it would only delay the drain.
+    fleet = FakeFleet(node_jobs=[on_node(job())])
+    jobs = policy().jobs.model_copy(update={"hung_job_deadline": timedelta(minutes=1)})
+    pol = with_fault_class(
+        policy(jobs=jobs), FaultClass.GPU_RESET_REQUIRED, grace=timedelta(minutes=2)
+    )
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-j2c", xid(48), pol=pol)
+        result = await handle.result()
+        state = await c.state(handle)
+    assert result.outcome == Outcome.REPAIRED
+    assert fleet.called(A.REQUEST_CHECKPOINT) == 0
+    assert fleet.called(A.DRAIN_GPU_PODS) == 1
+    assert any(
+        d.startswith("no wait: ") and "after the fault was named" in d for d in decisions(state)
+    )
 
 
 async def test_an_immediate_fault_does_not_wait(
