@@ -410,10 +410,11 @@ class JobsPolicy(PolicyModel):
         default=timedelta(minutes=7),
         gt=timedelta(0),
         description="checkpoint_first: the wait ends at the latest this long after the "
-        "incident's first report. A fault that stops a rank hangs its whole gang: the job "
-        "never answers, and its collective timeout (PyTorch's NCCL default: 10 minutes) fails "
-        "it unless the node is drained first, which restarts it without spending its retry "
-        "budget (ADR 029). Keep it below the jobs' timeout, with room for the drain.",
+        "fault was first named (a relapse after the cooldown starts anew). A fault that "
+        "stops a rank hangs its whole gang: the job never answers, and its collective "
+        "timeout (PyTorch's NCCL default: 10 minutes) fails it unless the node is drained "
+        "first, which restarts it without spending its retry budget (ADR 029). Keep it "
+        "below the jobs' timeout, with room for the drain.",
     )
     max_defer: Duration = Field(
         default=timedelta(hours=24),

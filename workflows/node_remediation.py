@@ -95,6 +95,8 @@ with workflow.unsafe.imports_passed_through():
 
 FIRST_EVIDENCE_WAIT = timedelta(minutes=1)
 """How long a run waits for its first evidence when started without any."""
+LEAST_CHECKPOINT_WAIT = timedelta(seconds=30)
+"""A checkpoint wait the hung-job deadline cuts shorter than this is skipped (ADR 029)."""
 IN_SERVICE = (Outcome.REPAIRED, Outcome.RECOVERED, Outcome.NO_FAULT_FOUND)
 """Outcomes after which the node is back in service and the cooldown applies."""
 MAX_IGNORED_ANSWER_LOGS = 10
@@ -307,6 +309,7 @@ class NodeRemediationWorkflow:
                 return False
             returned = f"within {cooldown} of {s.outcome}"
         self._classify()
+        s.classified_at = workflow.now()  # a relapse: any hang it caused began about now
         s.record.decide("cooldown", "fault returned", returned)
         s.outcome, s.quarantine, s.drained = None, None, False
         workflow.upsert_search_attributes([SA_OUTCOME.value_unset()])
@@ -529,7 +532,10 @@ class NodeRemediationWorkflow:
             return  # every report cleared: the last verdict stands; the stage decides
         classification = classify(active, self._policy)
         if s.classification is None or classification.fault_class != self._fault:
-            s.classified_at = workflow.now()
+            if s.classified_at is None or not self._fault_named():
+                # The first fault named; a class after it keeps its clock (a hang
+                # began with the first), while a tenant's straggler word starts none.
+                s.classified_at = workflow.now()
             reasons = "; ".join(classification.reasons)
             s.record.decide("triage", f"classified {classification.fault_class}", reasons)
             if s.classification is not None:
@@ -1053,7 +1059,8 @@ class NodeRemediationWorkflow:
         if left >= wait:
             return wait, why
         cut = f"the wait ends {deadline} after the fault was named: a hung job never answers"
-        return max(left, timedelta(0)), f"{why}; {cut}"
+        # Under half a minute is no time to save: asking would only delay the drain.
+        return (left if left >= LEAST_CHECKPOINT_WAIT else timedelta(0)), f"{why}; {cut}"
 
     async def _past_the_tenant_word(self, rung: Rung) -> Rung | None:
         """Once a fault is named in a straggler incident, treat the node as the fault's.

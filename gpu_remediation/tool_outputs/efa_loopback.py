@@ -61,6 +61,8 @@ MAX_FIELD_CHARS = 32
 """Longest field read as a number; conversion of a longer one is refused, not tried."""
 MAX_MESSAGES = 3
 """Other lines kept per device (fi_pingpong's errors), for the summary."""
+MAX_ROWS = 64
+"""Result rows kept per device: ``-S all`` prints about 45 sizes; the script asks for one."""
 NOT_FOUND_EXIT = 127
 """``timeout``'s exit when it cannot find the program: the tool is not installed."""
 TIMED_OUT_EXIT = 124
@@ -167,7 +169,8 @@ def parse_efa_loopback(text: str) -> list[DeviceRun]:
             continue
         row = parse_pingpong_row(line)
         if row is not None:
-            current.rows.append(row)
+            if len(current.rows) < MAX_ROWS:
+                current.rows.append(row)
         elif len(current.messages) < MAX_MESSAGES and not line.startswith("bytes"):
             current.messages.append(truncate(line[:MAX_LINE_CHARS], 200))
     return runs
@@ -195,8 +198,12 @@ def judge_efa_loopback(
 ) -> EfaLoopbackResult:
     """The verdict on a report: every device passes, or its failures as evidence.
 
-    ``ran`` is False when the tool is not installed on the host (every device's
-    ``timeout`` found no ``fi_pingpong``): no verdict on the hardware at all.
+    ``ran`` is False when the test could not run on this host at all: every
+    device's ``timeout`` found no ``fi_pingpong``, or every device failed the same
+    way before printing any result (an image without the EFA provider, a libfabric
+    that does not match the driver): no verdict on the hardware, and the agent's
+    read decides. A link down on every device fails so too; the agent's EFA checks,
+    read next, report it.
     """
     runs = parse_efa_loopback(text)
     if not runs:
@@ -205,19 +212,19 @@ def judge_efa_loopback(
             summary="EFA loopback: no EFA device found on the host",
             failures=[_evidence(None, "no EFA device found on the host", observed_at)],
         )
-    if all(run.exit_code == NOT_FOUND_EXIT for run in runs):
-        detail = runs[0].messages[0] if runs[0].messages else "fi_pingpong not found"
+    not_run = _not_run(runs)
+    if not_run is not None:
         return EfaLoopbackResult(
-            passed=False, ran=False, summary=truncate(f"EFA loopback not run: {detail}", 300)
+            passed=False, ran=False, summary=truncate(f"EFA loopback not run: {not_run}", 300)
         )
-    speeds = {run.device: run.rows[-1].mb_per_s for run in runs if run.rows}
+    speeds = {index: run.rows[-1].mb_per_s for index, run in enumerate(runs) if run.rows}
     median = statistics.median(speeds.values()) if len(speeds) >= 3 else None
     failures: list[EfaEvidence] = []
     notes: list[str] = []
-    for run in runs:
+    for index, run in enumerate(runs):
         problem = _device_problem(run, max_counter_increase)
-        if problem is None and median is not None and run.device in speeds:
-            speed = speeds[run.device]
+        if problem is None and median is not None and index in speeds:
+            speed = speeds[index]
             if speed < min_bandwidth_fraction * median:
                 problem = (
                     f"{speed:,.0f} MB/s, below {min_bandwidth_fraction:.0%} of the median "
@@ -236,6 +243,19 @@ def judge_efa_loopback(
     return EfaLoopbackResult(
         passed=not failures, summary=truncate(summary, MAX_SUMMARY), failures=list(failures)
     )
+
+
+def _not_run(runs: list[DeviceRun]) -> str | None:
+    """Why the test did not run on this host, or None when it ran on some device."""
+    if any(run.rows or run.exit_code in (None, 0, TIMED_OUT_EXIT) for run in runs):
+        return None
+    if len({(run.exit_code, tuple(run.messages[:1])) for run in runs}) != 1:
+        return None  # devices failing differently: the devices, not the host
+    first = runs[0]
+    if first.exit_code == NOT_FOUND_EXIT:
+        return first.messages[0] if first.messages else "fi_pingpong not found"
+    said = f": {first.messages[0]}" if first.messages else ""
+    return f"fi_pingpong exited {first.exit_code} on all {len(runs)} devices alike{said}"
 
 
 def _device_problem(run: DeviceRun, max_counter_increase: int) -> str | None:

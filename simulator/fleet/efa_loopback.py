@@ -18,7 +18,7 @@ node's true state:
   loses packets loses them under any load; how many in 20 GiB is not
   published), the one that decides whether this check catches it;
 - a port whose link is down (``EFA_LINK``) cannot open its endpoint: the
-  client exits 1 with libfabric's ``fi_getinfo`` error, as ``pingpong.c``
+  client exits 61 with libfabric's ``fi_getinfo`` error, as ``pingpong.c``
   prints it (``-61``, "No data available", the error AWS's docs show for an
   EFA that is not usable);
 - a node missing a device (``EFA_DEVICE_MISSING``) has one device fewer.
@@ -50,6 +50,8 @@ BASELINE_RETRANS = 12
 """The counters' value before the run: an illustrative count left by earlier traffic."""
 _HEADER = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec"
 _GETINFO_ERROR = "fi_getinfo(): util/pingpong.c:1893, ret=-61 (No data available)"
+GETINFO_EXIT = 61
+"""fi_pingpong's exit after that error: its ``main`` returns ``-ret`` (util/pingpong.c)."""
 
 
 def device_names(count: int) -> list[str]:
@@ -93,7 +95,7 @@ def loopback_report(node: NodeState) -> str:
         lines.append(f"{EFA_REPORT} device {device}")
         lines += _counters("before", before)
         if down:
-            lines += [_GETINFO_ERROR, f"{EFA_REPORT} exit 1"]
+            lines += [_GETINFO_ERROR, f"{EFA_REPORT} exit {GETINFO_EXIT}"]
         else:
             speed = LOOPBACK_MB_PER_S * (1 - 0.003 * (index % 6))
             lines += [_HEADER, _row(speed / SLOW_GANG if slow else speed), f"{EFA_REPORT} exit 0"]

@@ -309,3 +309,54 @@ async def test_the_worker_killed_during_the_wait_neither_asks_twice_nor_loses_th
         result = await handle.result()
     assert result.outcome == Outcome.REPAIRED
     assert fleet.called(A.REQUEST_CHECKPOINT) == 1
+
+
+async def test_a_relapse_asks_the_jobs_again_with_a_deadline_of_its_own(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # The fault returned long after it was first named: a hang it caused began at the
+    # relapse, so the new wait runs hung_job_deadline from then, not from the first.
+    fleet = FakeFleet(node_jobs=[on_node(job())])
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-j30", xid(48), pol=policy(cooldown=timedelta(hours=2)))
+        await asked(c, handle)
+        first = requested_incident(fleet)
+        await relay_answer(handle, first, answer_json(first))
+        await assert_eventually(lambda: c.state(handle), lambda s: s.stage == "cooldown")
+        await time_skipping_env.sleep(timedelta(minutes=30))
+        relapse_at = await time_skipping_env.get_current_time()
+        await c.signal(handle, "gpu-j30", xid(48))
+
+        async def requests_made() -> int:
+            return fleet.called(A.REQUEST_CHECKPOINT)
+
+        await assert_eventually(requests_made, lambda n: n == 2)
+        *_, second = [arg for name, arg in fleet.calls if name == A.REQUEST_CHECKPOINT]
+        again = str(second.request_incident)  # type: ignore[attr-defined]
+        await relay_answer(handle, again, answer_json(again, step=1300))
+        result = await handle.result()
+    assert result.outcome == Outcome.REPAIRED
+    requests = [arg for name, arg in fleet.calls if name == A.REQUEST_CHECKPOINT]
+    wait = requests[1].deadline - relapse_at  # type: ignore[attr-defined]
+    assert abs(wait.total_seconds() - policy().jobs.hung_job_deadline.total_seconds()) < 60
+
+
+async def test_a_second_fault_class_keeps_the_clock_of_the_first(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # A hang began with the first fault: a report that names another class later (here
+    # an Xid 74, nvlink_error, 3 minutes into a 5-minute grace) must not restart it.
+    fleet = FakeFleet(node_jobs=[on_node(job())])
+    pol = with_fault_class(policy(), FaultClass.GPU_RESET_REQUIRED, grace=timedelta(minutes=5))
+    pol = with_fault_class(pol, FaultClass.NVLINK_ERROR, grace=timedelta(minutes=5))
+    async with cluster(time_skipping_env, task_queue, fleet) as c:
+        handle = await c.report("gpu-j31", xid(48), pol=pol)
+        named_at = await time_skipping_env.get_current_time()
+        await time_skipping_env.sleep(timedelta(minutes=3))
+        await c.signal(handle, "gpu-j31", xid(74))
+        await handle.result()
+        state = await c.state(handle)
+    assert any(d.action == "classified nvlink_error" for d in state.decisions)
+    [request] = [arg for name, arg in fleet.calls if name == A.REQUEST_CHECKPOINT]
+    wait = request.deadline - named_at  # type: ignore[attr-defined]
+    assert abs(wait.total_seconds() - policy().jobs.hung_job_deadline.total_seconds()) < 60

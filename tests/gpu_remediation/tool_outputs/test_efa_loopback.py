@@ -17,6 +17,7 @@ from gpu_remediation.models import FaultClass as FC
 from gpu_remediation.policy_loader import load_policy
 from gpu_remediation.tool_outputs.efa_loopback import (
     MAX_DEVICES,
+    MAX_ROWS,
     PingpongRow,
     judge_efa_loopback,
     parse_efa_loopback,
@@ -176,12 +177,12 @@ def test_a_device_far_below_its_siblings_fails_and_two_devices_are_not_compared(
 
 def test_a_client_that_failed_or_timed_out_fails_with_what_it_said() -> None:
     getinfo = real("efa_pingpong_src_getinfo_enodata.txt")
-    report = device("rdmap79s0", output=getinfo, exit_code=1) + device(
+    report = device("rdmap79s0", output=getinfo, exit_code=61) + device(
         "rdmap80s0", output="", exit_code=124
     )
     found = failed_devices(report)
     assert found["rdmap79s0"] == (
-        "EFA loopback under load failed: fi_pingpong exited 1: "
+        "EFA loopback under load failed: fi_pingpong exited 61: "
         "fi_getinfo(): util/pingpong.c:1893, ret=-61 (No data available)"
     )
     assert found["rdmap80s0"].endswith("fi_pingpong did not finish within 30 s")
@@ -252,3 +253,35 @@ def test_only_a_few_other_lines_are_kept_per_device() -> None:
     [run] = parse_efa_loopback(device("rdmap79s0", output=noise + "\n" + ROW_1M))
     assert run.messages == ["warning 0", "warning 1", "warning 2"]
     assert len(run.rows) == 1
+
+
+def test_every_device_failing_alike_before_any_result_is_the_host_not_a_port() -> None:
+    # An image whose libfabric has no EFA provider fails every device the same way:
+    # no verdict on the ports (the agent's EFA checks are read next), nothing climbs.
+    getinfo = real("efa_pingpong_src_getinfo_enodata.txt")
+    alike = "".join(device(f"rdmap{n}s0", output=getinfo, exit_code=61) for n in (79, 80, 81))
+    result = judge(alike)
+    assert (result.passed, result.ran, result.failures) == (False, False, [])
+    assert result.summary.startswith(
+        "EFA loopback not run: fi_pingpong exited 61 on all 3 devices alike: fi_getinfo()"
+    )
+    # One device that ran, or two failing differently, are the ports' own verdicts.
+    assert judge(alike + device("rdmap82s0")).ran
+    apart = device("rdmap79s0", output=getinfo, exit_code=61) + device(
+        "rdmap80s0", output="", exit_code=1
+    )
+    assert failed_devices(apart).keys() == {"rdmap79s0", "rdmap80s0"}
+
+
+def test_a_device_printing_endless_rows_keeps_only_a_bounded_number() -> None:
+    rows = "\n".join([ROW_1M] * (MAX_ROWS + 100))
+    [run] = parse_efa_loopback(device("rdmap79s0", output=rows))
+    assert len(run.rows) == MAX_ROWS
+
+
+def test_devices_under_one_name_are_each_compared_with_the_median() -> None:
+    slow = ROW_1M.replace("12000.00", " 5000.00")
+    report = device("unnamed") + device("unnamed") + device("unnamed", output=slow)
+    result = judge(report)
+    assert not result.passed
+    assert "median 12,000 MB/s" in result.summary

@@ -139,7 +139,7 @@ def test_the_efa_loopback_fails_a_port_whose_link_is_down(fleet: Fleet) -> None:
     [failure] = verdict.failures
     assert isinstance(failure, EfaEvidence)
     assert (failure.check, failure.device) == ("loopback", "rdmap113s0")
-    assert "fi_pingpong exited 1: fi_getinfo()" in failure.message
+    assert "fi_pingpong exited 61: fi_getinfo()" in failure.message
 
 
 def test_the_efa_loopback_runs_on_the_devices_a_node_has(fleet: Fleet) -> None:
