@@ -95,8 +95,6 @@ with workflow.unsafe.imports_passed_through():
 
 FIRST_EVIDENCE_WAIT = timedelta(minutes=1)
 """How long a run waits for its first evidence when started without any."""
-LEAST_CHECKPOINT_WAIT = timedelta(seconds=30)
-"""A checkpoint wait the hung-job deadline cuts shorter than this is skipped (ADR 029)."""
 IN_SERVICE = (Outcome.REPAIRED, Outcome.RECOVERED, Outcome.NO_FAULT_FOUND)
 """Outcomes after which the node is back in service and the cooldown applies."""
 MAX_IGNORED_ANSWER_LOGS = 10
@@ -1059,8 +1057,7 @@ class NodeRemediationWorkflow:
         if left >= wait:
             return wait, why
         cut = f"the wait ends {deadline} after the fault was named: a hung job never answers"
-        # Under half a minute is no time to save: asking would only delay the drain.
-        return (left if left >= LEAST_CHECKPOINT_WAIT else timedelta(0)), f"{why}; {cut}"
+        return max(left, timedelta(0)), f"{why}; {cut}"
 
     async def _past_the_tenant_word(self, rung: Rung) -> Rung | None:
         """Once a fault is named in a straggler incident, treat the node as the fault's.
