@@ -25,6 +25,7 @@ from gpu_remediation.ui_link import (
     incidents_url,
 )
 from tests.browser.conftest import UiStack
+from tests.conftest import assert_eventually
 from tests.e2e.conftest import settled_incidents
 from workflows.permit_guard import PermitGuardWorkflow
 
@@ -151,9 +152,7 @@ async def test_an_operator_adds_the_incident_columns_once_as_the_docs_say(
         await page.get_by_role("button", name=f"Remove {label} column").click()
     await page.get_by_role("button", name="Close Workflows Table configuration").click()
 
-    headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
-    shown = [h for h in headers if h in INCIDENT_COLUMNS]
-    assert shown == list(INCIDENT_COLUMNS), headers
+    headers = await _incident_headers(page)
     assert not {"Run ID", "Type", "End"} & set(headers), headers
     row = await page.locator("tbody tr").filter(has_text="h100-0005").inner_text()
     for seen in ("row_remap_failure", "replace", "replaced"):
@@ -166,6 +165,24 @@ async def test_an_operator_adds_the_incident_columns_once_as_the_docs_say(
     assert set(labels) == {c["label"] for c in column_settings()["default"]}, labels
 
     await page.reload()  # kept for every later visit
-    await page.locator("tbody tr").first.wait_for()
-    headers = [h.strip() for h in await page.locator("thead th").all_inner_texts()]
-    assert [h for h in headers if h in INCIDENT_COLUMNS] == list(INCIDENT_COLUMNS), headers
+    await _incident_headers(page)
+
+
+async def _incident_headers(page: Any) -> list[str]:
+    """The list's column headings, once they show the incident columns in order.
+
+    The list first draws a placeholder table whose headings are empty (a CI run
+    read ``['', '', '', '']`` right after a reload), so one read is not enough;
+    a list that never shows the columns still fails, with the last headings read.
+    """
+
+    async def headers() -> list[str]:
+        return [h.strip() for h in await page.locator("thead th").all_inner_texts()]
+
+    return await assert_eventually(
+        headers,
+        lambda seen: [h for h in seen if h in INCIDENT_COLUMNS] == list(INCIDENT_COLUMNS),
+        timeout=LIST_TIMEOUT,
+        interval=0.1,
+        message="the incident columns in the list's headings",
+    )
