@@ -93,12 +93,16 @@ class HostCommand(Model):
     def argv(self) -> list[list[str]]:
         """The programs to run, as argument lists (one per GPU for a reset).
 
-        The loopback runs its two programs per EFA device the host has: the
-        server (``EFA_LOOPBACK_SERVER``) and this client, ``<device>`` replaced
-        by each device's name by the script.
+        Raises:
+            ValueError: The command is the EFA loopback, whose programs depend
+                on the EFA devices the host has: its script runs the server
+                (``EFA_LOOPBACK_SERVER``) and the client (``EFA_LOOPBACK_CLIENT``)
+                once per device, ``<device>`` replaced by each device's name.
         """
         if self.kind == "efa_loopback":
-            return [[*EFA_LOOPBACK_CLIENT]]
+            raise ValueError(
+                "efa_loopback runs EFA_LOOPBACK_SERVER and EFA_LOOPBACK_CLIENT per EFA device"
+            )
         if self.kind == "gpu_reset":
             if not self.gpu_indices:
                 return [["nvidia-smi", "-r"]]
@@ -159,11 +163,11 @@ class HostCommand(Model):
     def script(self) -> list[str]:
         """The shell lines of a Job's ``sh -c`` (SSM runs the document instead)."""
         tag = TAG + self.model_dump_json()
+        if self.kind == "efa_loopback":
+            return [tag, *EFA_LOOPBACK_SCRIPT]
         commands = [shlex.join(argv) for argv in self.argv()]
         if not self.encodes_output:
             return [tag, *_RESET_RELEASE, f"{' && '.join(commands)}; rc=$?", *_RESET_RESTORE]
-        if self.kind == "efa_loopback":
-            return [tag, *EFA_LOOPBACK_SCRIPT]
         return [
             tag,
             'out="$(mktemp)"',

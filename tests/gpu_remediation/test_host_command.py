@@ -143,6 +143,11 @@ def test_the_efa_loopback_travels_by_its_tag_and_its_ssm_action_alone() -> None:
     assert command.encodes_output
 
 
+def test_the_efa_loopback_has_no_single_argv_since_it_runs_per_device() -> None:
+    with pytest.raises(ValueError, match="per EFA device"):
+        HostCommand(kind="efa_loopback").argv()
+
+
 def test_the_efa_loopback_script_is_fixed_text_that_quotes_each_device_name() -> None:
     script = "\n".join(HostCommand(kind="efa_loopback").script()[1:])
     assert script.count(EFA_SYSFS) == 1
