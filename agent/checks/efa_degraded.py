@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from agent.checks.efa import Port, efa_ports
 from agent.checks.streaks import (
     Streak,
-    counter_samples,
+    counter_readings,
     extend_counter,
     per_minute,
     streak_from,
@@ -123,20 +123,13 @@ def load_streaks(saved: Any, config: AgentConfig) -> dict[str, Streak]:
 
 
 def load_samples(saved: Any, config: AgentConfig) -> dict[str, list[tuple[float, int]]]:
-    """Counter readings of the state file (``<dev>/<port>/<counter>`` -> [(time, value)])."""
-    if not isinstance(saved, dict):
-        return {}
+    """Counter readings of the state file (``<dev>/<port>/<counter>`` -> [(time, value)]).
+
+    Only the counters the config watches are kept; damaged entries are dropped.
+    """
     names = set(config.efa_degraded_counter_thresholds)
-    samples: dict[str, list[tuple[float, int]]] = {}
-    for key, entry in list(saved.items())[: MAX_PORTS * max(1, len(names))]:
-        if not isinstance(key, str) or len(key) > 120:
-            continue
-        if key.rpartition("/")[2] not in names:
-            continue
-        kept = counter_samples(entry, MAX_SAMPLES)
-        if kept:
-            samples[key] = kept
-    return samples
+    readings = counter_readings(saved, MAX_PORTS * max(1, len(names)), 120, MAX_SAMPLES)
+    return {key: kept for key, kept in readings.items() if key.rpartition("/")[2] in names}
 
 
 class EfaDegradedOutcome:

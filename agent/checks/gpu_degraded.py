@@ -67,7 +67,7 @@ from agent.checks.nvidia_smi import GpuRecord, SmiReport, parse_query
 from agent.checks.nvlink import LinkStatus, parse_errors, parse_status
 from agent.checks.streaks import (
     Streak,
-    counter_samples,
+    counter_readings,
     extend_counter,
     per_minute,
     streak_from,
@@ -187,22 +187,6 @@ def ecc_reading(
     return counter_reading(
         ECC_CORRECTABLE, gpu.bus, gpu.bus, value, threshold, (saved, out.ecc), now, config, out
     )
-
-
-def load_counters(saved: Any, limit: int, max_key: int) -> dict[str, list[tuple[float, int]]]:
-    """Counter readings of the state file (key -> [(time, count)]), at most ``limit`` keys.
-
-    Damaged entries are dropped: a key longer than ``max_key``, a reading that is
-    not a time and a u64 count.
-    """
-    if not isinstance(saved, dict):
-        return {}
-    readings = {
-        key: counter_samples(entry, MAX_SAMPLES)
-        for key, entry in list(saved.items())[:limit]
-        if isinstance(key, str) and len(key) <= max_key
-    }
-    return {key: kept for key, kept in readings.items() if kept}
 
 
 def load_nvlink_up(saved: Any) -> dict[str, list[int]]:
@@ -352,12 +336,13 @@ def evaluate(
     outcome = DegradedOutcome()
     streaks = load_streaks(saved.get("streaks"), config)
     ecc = (
-        load_counters(saved.get("ecc"), MAX_GPUS, 16)  # bus
+        counter_readings(saved.get("ecc"), MAX_GPUS, 16, MAX_SAMPLES)  # bus
         if ECC_CORRECTABLE in config.degraded_checks
         else {}
     )
     outcome.ecc = dict(ecc)  # a GPU not read this cycle keeps its readings
-    link_counters = load_counters(saved.get("nvlink_errors"), MAX_GPUS * 3, 32)  # "<bus> <kind>"
+    # Keyed "<bus> <kind>": three error kinds per GPU.
+    link_counters = counter_readings(saved.get("nvlink_errors"), MAX_GPUS * 3, 32, MAX_SAMPLES)
     outcome.nvlink_errors = dict(link_counters)
     outcome.nvlink_up = load_nvlink_up(saved.get("nvlink_up"))
     statuses = _nvlink_output(nvlink_status, parse_status, "nvlink -s", outcome)

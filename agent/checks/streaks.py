@@ -64,6 +64,24 @@ def counter_samples(entry: Any, keep: int) -> list[tuple[float, int]]:
     ]
 
 
+def counter_readings(
+    saved: Any, limit: int, max_key: int, keep: int
+) -> dict[str, list[tuple[float, int]]]:
+    """Counter readings of a state-file section (key -> [(time, count)]), at most ``limit`` keys.
+
+    Damaged entries are dropped: a key longer than ``max_key``, a reading that is
+    not a time and a u64 count (``counter_samples``), a key left with none.
+    """
+    if not isinstance(saved, dict):
+        return {}
+    readings = {
+        key: counter_samples(entry, keep)
+        for key, entry in list(saved.items())[:limit]
+        if isinstance(key, str) and len(key) <= max_key
+    }
+    return {key: kept for key, kept in readings.items() if kept}
+
+
 def extend_counter(
     history: list[tuple[float, int]], value: int, now: float, window: float, keep: int
 ) -> tuple[list[tuple[float, int]], int | None]:
